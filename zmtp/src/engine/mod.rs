@@ -1,0 +1,79 @@
+//! One task per connection: handshake, then a reader and a batching writer driven concurrently, with
+//! heartbeats. The engine knows one connection; routing belongs to the socket core.
+
+mod handshake;
+mod reader;
+mod writer;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ConnectionError;
+use crate::socket::core::Core;
+use crate::socket::inbox::PeerId;
+use crate::transport::Conn;
+
+/// Counts inbound frames so the heartbeat can tell whether the peer said anything since a PING.
+#[derive(Debug, Default)]
+pub(crate) struct Liveness {
+    frames: AtomicU64,
+}
+
+impl Liveness {
+    fn saw_frame(&self) {
+        self.frames.fetch_add(1, Ordering::Relaxed);
+    }
+    fn frames(&self) -> u64 {
+        self.frames.load(Ordering::Relaxed)
+    }
+}
+
+/// How the connection came to be, for logs and reconnect decisions.
+pub(crate) struct ConnectionInfo<'a> {
+    pub endpoint: &'a str,
+    pub peer_addr: &'a str,
+}
+
+/// Runs one connection to its end. `slot` is the connect-side peer to attach to (kept across
+/// reconnects); bind-side connections create their peer on attach.
+pub(crate) async fn run<C: Conn>(
+    core: &Arc<Core>,
+    slot: Option<PeerId>,
+    conn: C,
+    kill: CancellationToken,
+    info: ConnectionInfo<'_>,
+) -> Result<(), ConnectionError> {
+    let opts = core.options().clone();
+    let (mut rd, mut wr) = conn.into_halves();
+    let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type, &opts);
+    let handshake = async {
+        match opts.handshake_ivl {
+            Some(limit) => tokio::time::timeout(limit, handshake)
+                .await
+                .map_err(|_| ConnectionError::HandshakeTimeout)?,
+            None => handshake.await,
+        }
+    };
+    let done = tokio::select! {
+        r = handshake => r?,
+        _ = kill.cancelled() => return Err(ConnectionError::SocketClosed),
+        _ = core.closing.cancelled() => return Err(ConnectionError::SocketClosed),
+    };
+    tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?done.info.socket_type, minor = done.minor, "handshake complete");
+    let attached = core.attach(slot, &done.info, done.minor, kill.clone())?;
+    let liveness = Liveness::default();
+    let publisher = matches!(
+        core.socket_type,
+        crate::SocketType::Pub | crate::SocketType::XPub
+    );
+    let result = tokio::select! {
+        r = reader::read_loop(rd, done.read_buf, &opts, core, attached.peer, &attached.out, &liveness, publisher) => r,
+        w = writer::write_loop(wr, &attached.out, done.minor, &opts, &liveness) => w,
+        _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+    };
+    let keep = !matches!(&result, Err(e) if e.is_protocol());
+    core.detach(attached.peer, keep);
+    result
+}

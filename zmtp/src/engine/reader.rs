@@ -1,0 +1,106 @@
+//! The read loop: decode every complete frame in the buffer, assemble messages, hand them to the socket
+//! in one batch, answer PINGs, and enforce the peer's heartbeat TTL.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::codec::Decoder;
+
+use super::Liveness;
+use crate::error::ConnectionError;
+use crate::message::Message;
+use crate::options::Options;
+use crate::socket::core::Core;
+use crate::socket::inbox::PeerId;
+use crate::socket::pipe::{OutPipe, Outbound};
+use crate::wire::{Command, FrameCodec};
+
+/// Frames in one multipart message; a peer that never ends a message is cut off here.
+pub(crate) const MAX_FRAMES_PER_MESSAGE: usize = 1 << 16;
+/// Read buffer growth bounds: small while idle (cheap idle connections), larger under load.
+const MIN_READ: usize = 8 * 1024;
+const MAX_READ: usize = 256 * 1024;
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn read_loop<R: AsyncRead + Unpin>(
+    mut rd: R,
+    mut buf: BytesMut,
+    opts: &Options,
+    core: &Arc<Core>,
+    peer: PeerId,
+    out: &OutPipe,
+    liveness: &Liveness,
+    publisher: bool,
+) -> Result<(), ConnectionError> {
+    let mut codec = FrameCodec::new(opts.maxmsgsize);
+    let mut batch: VecDeque<Message> = VecDeque::new();
+    let mut partial = Message::new();
+    let mut ttl: Option<Duration> = None;
+    let mut read_size = MIN_READ;
+    loop {
+        while let Some(frame) = codec.decode(&mut buf)? {
+            liveness.saw_frame();
+            if frame.is_command() {
+                match Command::parse(frame.body)? {
+                    Command::Ping {
+                        ttl_deciseconds,
+                        context,
+                    } => {
+                        ttl = (ttl_deciseconds > 0)
+                            .then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
+                        out.push_command(Outbound::Pong(context));
+                    }
+                    Command::Subscribe(topic) if publisher => {
+                        core.peer_subscription(peer, &topic, true)
+                    }
+                    Command::Cancel(topic) if publisher => {
+                        core.peer_subscription(peer, &topic, false)
+                    }
+                    // Anything else after the handshake is ignored (libzmq).
+                    _ => {}
+                }
+                continue;
+            }
+            let more = frame.more();
+            partial.push(frame.body);
+            if partial.len() > MAX_FRAMES_PER_MESSAGE {
+                return Err(ConnectionError::Refused("message has too many frames"));
+            }
+            if more {
+                continue;
+            }
+            let msg = std::mem::take(&mut partial);
+            if publisher {
+                // Subscribers talk to publishers only in subscriptions; the 3.0 form is a message.
+                if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
+                    core.peer_subscription(peer, &msg[0][1..], msg[0][0] == 1);
+                }
+                continue;
+            }
+            batch.push_back(msg);
+        }
+        if !batch.is_empty() {
+            core.deliver(peer, &mut batch).await;
+        }
+        if buf.capacity() - buf.len() < read_size / 4 {
+            buf.reserve(read_size);
+        }
+        let read = rd.read_buf(&mut buf);
+        let n = match ttl {
+            Some(limit) => tokio::time::timeout(limit, read)
+                .await
+                .map_err(|_| ConnectionError::HeartbeatTimeout)??,
+            None => read.await?,
+        };
+        if n == 0 {
+            return Err(ConnectionError::PeerClosed);
+        }
+        // A read that filled what we offered suggests a busy peer: offer more next time.
+        if n >= read_size && read_size < MAX_READ {
+            read_size *= 2;
+        }
+    }
+}

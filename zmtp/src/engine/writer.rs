@@ -1,0 +1,142 @@
+//! The write loop: drain everything queued for this peer, encode it into one buffer (small frames
+//! copied, large ones referenced), and write it with vectored I/O. Also sends PINGs and watches for
+//! the peer's silence after one.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
+
+use super::Liveness;
+use crate::error::ConnectionError;
+use crate::message::Message;
+use crate::options::Options;
+use crate::socket::pipe::{OutPipe, Outbound};
+use crate::wire::Command;
+use crate::wire::frame::{FLAG_MORE, encode_header};
+
+/// Frames up to this size are copied into the write buffer; larger ones are written by reference.
+const INLINE_MAX: usize = 16 * 1024;
+/// IoSlices per writev call.
+const MAX_IOV: usize = 64;
+
+pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
+    out: &OutPipe,
+    minor: u8,
+    opts: &Options,
+    liveness: &Liveness,
+) -> Result<(), ConnectionError> {
+    let mut items = VecDeque::new();
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let heartbeat = (!opts.heartbeat_ivl.is_zero()).then_some(opts.heartbeat_ivl);
+    let timeout = opts.heartbeat_timeout.unwrap_or(opts.heartbeat_ivl);
+    let ttl_deciseconds = (opts.heartbeat_ttl.as_millis() / 100).min(u16::MAX as u128) as u16;
+    let far = Instant::now() + Duration::from_secs(86400 * 365);
+    let mut next_ping = heartbeat.map_or(far, |ivl| Instant::now() + ivl);
+    // After a PING: (deadline, frames seen when it was sent).
+    let mut awaiting: Option<(Instant, u64)> = None;
+    loop {
+        let deadline = awaiting.map_or(far, |(at, _)| at);
+        tokio::select! {
+            _ = out.wait_for_work() => {}
+            _ = tokio::time::sleep_until(next_ping) => {
+                let ivl = heartbeat.expect("ping timer only armed with a heartbeat");
+                Command::Ping { ttl_deciseconds, context: Bytes::new() }.encode_frame(&mut buf);
+                next_ping = Instant::now() + ivl;
+                if awaiting.is_none() {
+                    awaiting = Some((Instant::now() + timeout, liveness.frames()));
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                let (_, seen) = awaiting.take().expect("deadline only armed after a PING");
+                if liveness.frames() == seen {
+                    return Err(ConnectionError::HeartbeatTimeout);
+                }
+            }
+        }
+        if let Some((_, seen)) = awaiting
+            && liveness.frames() != seen
+        {
+            awaiting = None; // any inbound frame since the PING counts as an answer
+        }
+        let more = out.drain(&mut items);
+        for item in items.drain(..) {
+            match item {
+                Outbound::Message(msg) => encode_message(&msg, &mut buf, &mut chunks),
+                Outbound::Subscribe(topic, on) if minor >= 1 => if on {
+                    Command::Subscribe(topic)
+                } else {
+                    Command::Cancel(topic)
+                }
+                .encode_frame(&mut buf),
+                Outbound::Subscribe(topic, on) => {
+                    // ZMTP 3.0 peers get the message form: \x01topic / \x00topic.
+                    encode_header(0, topic.len() + 1, &mut buf);
+                    buf.extend_from_slice(&[on as u8]);
+                    buf.extend_from_slice(&topic);
+                }
+                Outbound::Pong(context) => Command::Pong(context).encode_frame(&mut buf),
+            }
+        }
+        if !buf.is_empty() {
+            chunks.push(buf.split().freeze());
+        }
+        write_chunks(&mut wr, &mut chunks).await?;
+        if !more {
+            wr.flush().await?;
+            return Ok(());
+        }
+    }
+}
+
+fn encode_message(msg: &Message, buf: &mut BytesMut, chunks: &mut Vec<Bytes>) {
+    let last = msg.len() - 1;
+    for (i, frame) in msg.iter().enumerate() {
+        let flags = if i < last { FLAG_MORE } else { 0 };
+        if frame.len() <= INLINE_MAX {
+            buf.reserve(9 + frame.len());
+            encode_header(flags, frame.len(), buf);
+            buf.extend_from_slice(frame);
+        } else {
+            encode_header(flags, frame.len(), buf);
+            chunks.push(buf.split().freeze());
+            chunks.push(frame.clone());
+        }
+    }
+}
+
+async fn write_chunks<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    chunks: &mut Vec<Bytes>,
+) -> std::io::Result<()> {
+    let mut first = 0;
+    while first < chunks.len() {
+        let slices: smallvec::SmallVec<[IoSlice<'_>; MAX_IOV]> = chunks[first..]
+            .iter()
+            .take(MAX_IOV)
+            .map(|c| IoSlice::new(c))
+            .collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        drop(slices);
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let len = chunks[first].len();
+            if n >= len {
+                n -= len;
+                first += 1;
+            } else {
+                chunks[first].advance(n);
+                n = 0;
+            }
+        }
+    }
+    chunks.clear();
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! The error type of the public API.
+
+use std::io;
+
+use crate::wire::{CommandError, FrameError, GreetingError, HandshakeError, SocketType};
+
+/// Errors returned by sockets.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The endpoint string could not be parsed.
+    #[error("invalid endpoint {0:?}: {1}")]
+    InvalidEndpoint(String, &'static str),
+    /// The transport is not supported.
+    #[error("unsupported transport in {0:?}")]
+    UnsupportedTransport(String),
+    /// An I/O error from bind/connect or the network.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The inproc name is already bound.
+    #[error("inproc endpoint {0:?} is already bound")]
+    AddressInUse(String),
+    /// `unbind`/`disconnect` named an endpoint this socket does not have.
+    #[error("endpoint {0:?} is not bound/connected on this socket")]
+    EndpointNotFound(String),
+    /// The operation is not allowed for this socket type (e.g. `send` on SUB).
+    #[error("operation not supported by {0} sockets")]
+    NotSupported(SocketType),
+    /// REQ/REP alternation violated (libzmq EFSM).
+    #[error("operation not allowed in the socket's current state (REQ/REP alternation)")]
+    InvalidState,
+    /// ROUTER_MANDATORY: the routing id is not connected (libzmq EHOSTUNREACH).
+    #[error("peer {0:?} is not connected")]
+    HostUnreachable(bytes::Bytes),
+    /// A message with no frames, or a ROUTER message with no routing id frame.
+    #[error("message has no frames")]
+    EmptyMessage,
+    /// A non-blocking operation could not complete now (libzmq EAGAIN).
+    #[error("operation would block")]
+    WouldBlock,
+    /// The socket was closed.
+    #[error("socket closed")]
+    Closed,
+}
+
+/// Shorthand for `Result<T, zmtp::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a connection ended. Protocol errors stop reconnection; the rest reconnect.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// Network failure.
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+    /// Bad greeting.
+    #[error("greeting: {0}")]
+    Greeting(#[from] GreetingError),
+    /// Bad frame.
+    #[error("frame: {0}")]
+    Frame(FrameError),
+    /// Bad command.
+    #[error("command: {0}")]
+    Command(#[from] CommandError),
+    /// Handshake failure.
+    #[error("handshake: {0}")]
+    Handshake(#[from] HandshakeError),
+    /// Handshake did not complete within HANDSHAKE_IVL.
+    #[error("handshake timed out")]
+    HandshakeTimeout,
+    /// No traffic within HEARTBEAT_TIMEOUT after a PING, or within the peer's TTL.
+    #[error("heartbeat timed out")]
+    HeartbeatTimeout,
+    /// The socket refused the peer (PAIR already connected, duplicate ROUTER identity).
+    #[error("peer refused by the socket: {0}")]
+    Refused(&'static str),
+    /// The peer closed the connection.
+    #[error("peer closed the connection")]
+    PeerClosed,
+    /// Our socket is closing.
+    #[error("socket closed")]
+    SocketClosed,
+}
+
+impl From<FrameError> for ConnectionError {
+    fn from(e: FrameError) -> Self {
+        match e {
+            FrameError::Io(io) => ConnectionError::Io(io),
+            other => ConnectionError::Frame(other),
+        }
+    }
+}
+
+impl ConnectionError {
+    /// Protocol errors do not reconnect (libzmq behaviour).
+    pub fn is_protocol(&self) -> bool {
+        matches!(
+            self,
+            ConnectionError::Greeting(_)
+                | ConnectionError::Frame(_)
+                | ConnectionError::Command(_)
+                | ConnectionError::Handshake(_)
+        )
+    }
+}

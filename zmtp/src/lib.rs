@@ -1,0 +1,42 @@
+//! # zmtp — ZeroMQ in pure Rust
+//!
+//! A from-scratch implementation of ZMTP 3.0/3.1 on tokio, byte-compatible with libzmq, with no C
+//! anywhere in its dependency graph: it builds for static musl and cross-compiles like any Rust crate.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> zmtp::Result<()> {
+//! use zmtp::{Message, Socket, SocketType};
+//!
+//! let router = Socket::new(SocketType::Router);
+//! let endpoint = router.bind("tcp://127.0.0.1:*").await?;
+//!
+//! let dealer = Socket::new(SocketType::Dealer);
+//! dealer.set_routing_id("client-1")?;
+//! dealer.connect(&endpoint).await?;
+//! dealer.send("ping").await?;
+//!
+//! let request = router.recv().await?; // [routing id, "ping"]
+//! assert_eq!(request[0], "client-1");
+//! router.send(Message::from(vec![request[0].clone(), "pong".into()])).await?;
+//! assert_eq!(dealer.recv().await?[0], "pong");
+//! # Ok(()) }
+//! ```
+//!
+//! Layers: [`wire`] is the sans-IO protocol (greeting, frames, commands, handshake); the engine runs
+//! one connection; the socket core routes messages between connections by the socket type's rules.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod engine;
+mod error;
+mod message;
+mod options;
+mod socket;
+pub mod transport;
+pub mod wire;
+
+pub use error::{ConnectionError, Error, Result};
+pub use message::Message;
+pub use socket::Socket;
+pub use wire::SocketType;

@@ -1,0 +1,178 @@
+//! `Message`: a multipart ZeroMQ message, each frame a `Bytes` (cheap to clone, never copied on send).
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+
+/// A multipart message: one or more frames, delivered atomically.
+///
+/// ```
+/// use zmtp::Message;
+/// let msg = Message::from(vec!["header", "body"]);
+/// assert_eq!(msg.len(), 2);
+/// assert_eq!(msg[1], "body");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Message {
+    frames: SmallVec<[Bytes; 2]>,
+}
+
+impl Message {
+    /// An empty message (no frames); push frames before sending.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A message with a single frame.
+    pub fn single(frame: impl Into<Bytes>) -> Self {
+        let mut frames = SmallVec::new();
+        frames.push(frame.into());
+        Message { frames }
+    }
+
+    /// Appends a frame.
+    pub fn push(&mut self, frame: impl Into<Bytes>) -> &mut Self {
+        self.frames.push(frame.into());
+        self
+    }
+
+    /// Inserts a frame at the front (envelopes).
+    pub fn push_front(&mut self, frame: impl Into<Bytes>) -> &mut Self {
+        self.frames.insert(0, frame.into());
+        self
+    }
+
+    /// Removes and returns the first frame.
+    pub fn pop_front(&mut self) -> Option<Bytes> {
+        if self.frames.is_empty() {
+            None
+        } else {
+            Some(self.frames.remove(0))
+        }
+    }
+
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// True when there are no frames.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The frames in order.
+    pub fn frames(&self) -> &[Bytes] {
+        &self.frames
+    }
+
+    /// The first frame, if any.
+    pub fn first(&self) -> Option<&Bytes> {
+        self.frames.first()
+    }
+
+    /// The last frame, if any.
+    pub fn last(&self) -> Option<&Bytes> {
+        self.frames.last()
+    }
+
+    /// Iterates over the frames.
+    pub fn iter(&self) -> std::slice::Iter<'_, Bytes> {
+        self.frames.iter()
+    }
+
+    /// Total payload bytes over all frames.
+    pub fn byte_len(&self) -> usize {
+        self.frames.iter().map(Bytes::len).sum()
+    }
+
+    /// Consumes the message into its frames.
+    pub fn into_frames(self) -> Vec<Bytes> {
+        self.frames.into_vec()
+    }
+
+    /// Splits the envelope off: frames up to and including the first empty delimiter frame.
+    /// Returns `None` (and leaves the message untouched) when there is no delimiter.
+    pub(crate) fn split_envelope(&mut self) -> Option<Message> {
+        let at = self.frames.iter().position(Bytes::is_empty)?;
+        let body: SmallVec<[Bytes; 2]> = self.frames.drain(at + 1..).collect();
+        let envelope = std::mem::replace(&mut self.frames, body);
+        Some(Message { frames: envelope })
+    }
+}
+
+impl std::ops::Index<usize> for Message {
+    type Output = Bytes;
+    fn index(&self, i: usize) -> &Bytes {
+        &self.frames[i]
+    }
+}
+
+impl IntoIterator for Message {
+    type Item = Bytes;
+    type IntoIter = smallvec::IntoIter<[Bytes; 2]>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.frames.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Message {
+    type Item = &'a Bytes;
+    type IntoIter = std::slice::Iter<'a, Bytes>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.frames.iter()
+    }
+}
+
+impl<T: Into<Bytes>> FromIterator<T> for Message {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        Message {
+            frames: iter.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl<T: Into<Bytes>> From<Vec<T>> for Message {
+    fn from(frames: Vec<T>) -> Self {
+        frames.into_iter().collect()
+    }
+}
+
+impl From<Bytes> for Message {
+    fn from(frame: Bytes) -> Self {
+        Message::single(frame)
+    }
+}
+
+impl From<&'static str> for Message {
+    fn from(frame: &'static str) -> Self {
+        Message::single(frame)
+    }
+}
+
+impl From<String> for Message {
+    fn from(frame: String) -> Self {
+        Message::single(frame)
+    }
+}
+
+impl From<&'static [u8]> for Message {
+    fn from(frame: &'static [u8]) -> Self {
+        Message::single(frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_split() {
+        let mut m = Message::from(vec!["id1", "id2", "", "body", ""]);
+        let env = m.split_envelope().unwrap();
+        assert_eq!(env, Message::from(vec!["id1", "id2", ""]));
+        assert_eq!(m, Message::from(vec!["body", ""]));
+        let mut no_delim = Message::from(vec!["a", "b"]);
+        assert!(no_delim.split_envelope().is_none());
+        assert_eq!(no_delim.len(), 2);
+    }
+}

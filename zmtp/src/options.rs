@@ -1,0 +1,66 @@
+//! Socket options, named and defaulted as in libzmq.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+/// Options a socket applies to new connections (like libzmq, changing HWMs does not resize the queues
+/// of connections that already exist).
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    /// ZMQ_SNDHWM: messages queued per peer on the way out (0 = unlimited). Default 1000.
+    pub sndhwm: usize,
+    /// ZMQ_RCVHWM: messages queued per peer on the way in (0 = unlimited). Default 1000.
+    pub rcvhwm: usize,
+    /// ZMQ_LINGER: how long `close` waits for queued messages to go out (`None` = forever, libzmq -1).
+    pub linger: Option<Duration>,
+    /// ZMQ_ROUTING_ID: our identity announced in READY (REQ/DEALER/ROUTER).
+    pub routing_id: Bytes,
+    /// ZMQ_ROUTER_MANDATORY: unknown routing ids are errors, full peers block.
+    pub router_mandatory: bool,
+    /// ZMQ_ROUTER_HANDOVER: a newcomer with a taken routing id takes it over.
+    pub router_handover: bool,
+    /// ZMQ_PROBE_ROUTER: send an empty message to every new peer.
+    pub probe_router: bool,
+    /// ZMQ_MAXMSGSIZE: largest inbound frame (`None` = unlimited, libzmq -1).
+    pub maxmsgsize: Option<u64>,
+    /// ZMQ_RECONNECT_IVL: first wait before reconnecting (`None` = never reconnect, libzmq -1).
+    pub reconnect_ivl: Option<Duration>,
+    /// ZMQ_RECONNECT_IVL_MAX: cap of the doubling backoff (zero = no backoff).
+    pub reconnect_ivl_max: Duration,
+    /// ZMQ_HEARTBEAT_IVL: PING period (zero = off).
+    pub heartbeat_ivl: Duration,
+    /// ZMQ_HEARTBEAT_TTL: TTL we ask the peer to apply (rounded to deciseconds).
+    pub heartbeat_ttl: Duration,
+    /// ZMQ_HEARTBEAT_TIMEOUT: how long to wait for traffic after a PING (`None` = the interval).
+    pub heartbeat_timeout: Option<Duration>,
+    /// ZMQ_HANDSHAKE_IVL: the handshake must finish within this (`None` = no limit). Default 30 s.
+    pub handshake_ivl: Option<Duration>,
+    /// ZMQ_REQ_RELAXED: allow a new request before the reply.
+    pub req_relaxed: bool,
+    /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard (dual stack).
+    pub ipv6: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sndhwm: 1000,
+            rcvhwm: 1000,
+            linger: None,
+            routing_id: Bytes::new(),
+            router_mandatory: false,
+            router_handover: false,
+            probe_router: false,
+            maxmsgsize: None,
+            reconnect_ivl: Some(Duration::from_millis(100)),
+            reconnect_ivl_max: Duration::ZERO,
+            heartbeat_ivl: Duration::ZERO,
+            heartbeat_ttl: Duration::ZERO,
+            heartbeat_timeout: None,
+            handshake_ivl: Some(Duration::from_secs(30)),
+            req_relaxed: false,
+            ipv6: false,
+        }
+    }
+}

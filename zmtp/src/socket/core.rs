@@ -1,0 +1,581 @@
+//! The state a socket shares with its connections: the peer table, routing, and the pattern rules for
+//! each socket type. Connections call `attach`/`detach`/`deliver`; the public `Socket` calls
+//! `try_send`/`try_recv`. Nothing here parses bytes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::inbox::{Inbox, PeerId, Pushed};
+use super::pipe::{OutPipe, Outbound};
+use super::subscriptions::Subscriptions;
+use crate::error::{ConnectionError, Error, Result};
+use crate::message::Message;
+use crate::options::Options;
+use crate::wire::{PeerInfo, SocketType};
+
+/// A wake-up signal that costs one atomic load when nobody waits.
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    notify: Notify,
+    waiting: AtomicUsize,
+}
+
+struct WaitingGuard<'a>(&'a AtomicUsize);
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Waiters {
+    pub fn wake(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Runs `check` until it yields a value, sleeping between tries until `wake` is called.
+    /// Cancel-safe as long as `check` is all-or-nothing.
+    pub async fn wait_until<T>(&self, mut check: impl FnMut() -> Option<T>) -> T {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let _guard = WaitingGuard(&self.waiting);
+            if let Some(value) = check() {
+                return value;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// One peer: a live connection, or a connect-side slot waiting for (re)connection.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    pub out: Arc<OutPipe>,
+    pub routing_id: Bytes,
+    /// PUB: the prefixes this peer subscribed to.
+    pub subscriptions: Subscriptions,
+    pub connected: bool,
+    /// The peer's ZMTP minor version (subscription encoding).
+    pub minor: u8,
+    /// Closes the current connection (handover, disconnect, close).
+    pub kill: CancellationToken,
+    /// Created by `connect()`: survives disconnects and keeps its queue.
+    pub persistent: bool,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ReqState {
+    /// The peer the outstanding request went to.
+    pub awaiting: Option<PeerId>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct RepState {
+    /// The peer and envelope of the request being answered.
+    pub pending: Option<(PeerId, Message)>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub peers: HashMap<PeerId, Peer>,
+    /// Peers in round-robin order (load balancing, PAIR).
+    pub order: Vec<PeerId>,
+    pub cursor: usize,
+    /// ROUTER: routing id → peer.
+    pub routes: HashMap<Bytes, PeerId>,
+    pub next_generated_id: u32,
+    /// SUB/XSUB: our subscriptions, refcounted.
+    pub subscriptions: Subscriptions,
+    pub req: ReqState,
+    pub rep: RepState,
+    pub closed: bool,
+}
+
+/// Everything a socket's connections share.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub socket_type: SocketType,
+    pub options: Mutex<Options>,
+    state: Mutex<State>,
+    pub inbox: Inbox,
+    pub space: Arc<Waiters>,
+    pub shutdown: CancellationToken,
+    /// Cancelled when the socket starts closing (handshakes in progress give up).
+    pub closing: CancellationToken,
+    next_peer: AtomicU64,
+    /// Live connection tasks, so `close` can wait for them to flush.
+    pub connections: AtomicUsize,
+    pub connections_done: Notify,
+}
+
+/// What a connection gets when it joins the socket.
+pub(crate) struct Attached {
+    pub peer: PeerId,
+    pub out: Arc<OutPipe>,
+    pub kill: CancellationToken,
+}
+
+/// The result of one send attempt.
+pub(crate) enum TrySend {
+    Sent,
+    /// Every eligible peer is at its HWM (or there is none yet): wait for room, then retry.
+    Full(Message),
+}
+
+impl Core {
+    pub fn new(socket_type: SocketType) -> Arc<Core> {
+        let mut next_generated_id = rand::random::<u32>();
+        if next_generated_id == 0 {
+            next_generated_id = 1;
+        }
+        Arc::new(Core {
+            socket_type,
+            options: Mutex::new(Options::default()),
+            state: Mutex::new(State {
+                next_generated_id,
+                ..State::default()
+            }),
+            inbox: Inbox::new(socket_type == SocketType::Sub),
+            space: Arc::new(Waiters::default()),
+            shutdown: CancellationToken::new(),
+            closing: CancellationToken::new(),
+            next_peer: AtomicU64::new(1),
+            connections: AtomicUsize::new(0),
+            connections_done: Notify::new(),
+        })
+    }
+
+    pub fn options(&self) -> MutexGuard<'_, Options> {
+        self.options.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn new_peer(&self, state: &mut State, persistent: bool, kill: CancellationToken) -> PeerId {
+        let id = self.next_peer.fetch_add(1, Ordering::Relaxed);
+        let (sndhwm, rcvhwm) = {
+            let o = self.options();
+            (o.sndhwm, o.rcvhwm)
+        };
+        let peer = Peer {
+            out: Arc::new(OutPipe::new(sndhwm, self.space.clone())),
+            routing_id: Bytes::new(),
+            subscriptions: Subscriptions::default(),
+            connected: false,
+            minor: 1,
+            kill,
+            persistent,
+            // (fields above)
+        };
+        state.peers.insert(id, peer);
+        state.order.push(id);
+        self.inbox.add_peer(id, rcvhwm, Bytes::new());
+        id
+    }
+
+    /// A `connect()` creates its peer at once, so messages queue before the connection exists.
+    pub fn add_connect_slot(&self, kill: CancellationToken) -> PeerId {
+        let mut state = self.state();
+        let id = self.new_peer(&mut state, true, kill);
+        drop(state);
+        self.space.wake();
+        id
+    }
+
+    /// A connection finished its handshake: join the socket.
+    pub fn attach(
+        &self,
+        slot: Option<PeerId>,
+        info: &PeerInfo,
+        minor: u8,
+        kill: CancellationToken,
+    ) -> Result<Attached, ConnectionError> {
+        let mut state = self.state();
+        if state.closed {
+            return Err(ConnectionError::SocketClosed);
+        }
+        if self.socket_type == SocketType::Pair
+            && state
+                .peers
+                .iter()
+                .any(|(id, p)| p.connected && Some(*id) != slot)
+        {
+            return Err(ConnectionError::Refused("PAIR socket already has a peer"));
+        }
+        let routing_id = if self.socket_type == SocketType::Router {
+            Some(self.claim_routing_id(&mut state, slot, &info.identity)?)
+        } else {
+            None
+        };
+        let id = match slot {
+            Some(id) if state.peers.contains_key(&id) => id,
+            Some(_) => return Err(ConnectionError::SocketClosed),
+            None => self.new_peer(&mut state, false, kill.clone()),
+        };
+        let peer = state.peers.get_mut(&id).expect("peer exists");
+        peer.connected = true;
+        peer.minor = minor;
+        peer.kill = kill.clone();
+        peer.subscriptions.clear();
+        let out = peer.out.clone();
+        if let Some(rid) = routing_id {
+            peer.routing_id = rid.clone();
+            state.routes.insert(rid.clone(), id);
+            self.inbox.set_routing_id(id, rid);
+        }
+        if matches!(self.socket_type, SocketType::Sub | SocketType::XSub) {
+            for topic in state.subscriptions.iter() {
+                out.push_command(Outbound::Subscribe(topic.clone(), true));
+            }
+        }
+        let probe = self.options().probe_router;
+        if probe
+            && matches!(
+                self.socket_type,
+                SocketType::Router | SocketType::Dealer | SocketType::Req
+            )
+        {
+            let _ = out.try_push(Message::single(Bytes::new()));
+        }
+        drop(state);
+        self.space.wake();
+        Ok(Attached {
+            peer: id,
+            out,
+            kill,
+        })
+    }
+
+    /// Picks the ROUTER routing id for a new connection: the peer's own, or a generated one.
+    fn claim_routing_id(
+        &self,
+        state: &mut State,
+        slot: Option<PeerId>,
+        announced: &Bytes,
+    ) -> Result<Bytes, ConnectionError> {
+        if announced.is_empty() {
+            let mut rid = BytesMut::with_capacity(5);
+            rid.put_u8(0);
+            rid.put_u32(state.next_generated_id);
+            state.next_generated_id = state.next_generated_id.wrapping_add(1).max(1);
+            return Ok(rid.freeze());
+        }
+        if let Some(&holder) = state.routes.get(announced)
+            && Some(holder) != slot
+        {
+            if !self.options().router_handover {
+                return Err(ConnectionError::Refused("duplicate routing id"));
+            }
+            // Handover: the old connection loses the name and is closed.
+            state.routes.remove(announced);
+            if let Some(old) = state.peers.get(&holder) {
+                old.kill.cancel();
+            }
+        }
+        Ok(announced.clone())
+    }
+
+    /// A connection ended. `keep` keeps a connect-side slot (and its queue) for the reconnect.
+    pub fn detach(&self, id: PeerId, keep: bool) {
+        let mut state = self.state();
+        let Some(peer) = state.peers.get_mut(&id) else {
+            return;
+        };
+        let rid = std::mem::take(&mut peer.routing_id);
+        if !rid.is_empty() && state.routes.get(&rid) == Some(&id) {
+            state.routes.remove(&rid);
+        }
+        let closed = state.closed;
+        let peer = state.peers.get_mut(&id).expect("present");
+        if keep && peer.persistent && !closed {
+            peer.connected = false;
+            peer.subscriptions.clear();
+            peer.out.purge_commands();
+            return;
+        }
+        self.remove_peer_locked(&mut state, id);
+    }
+
+    fn remove_peer_locked(&self, state: &mut State, id: PeerId) {
+        if let Some(peer) = state.peers.remove(&id) {
+            peer.kill.cancel();
+            peer.out.close();
+        }
+        state.order.retain(|&p| p != id);
+        self.inbox.detach_peer(id);
+        if state.req.awaiting == Some(id) && self.options().req_relaxed {
+            state.req.awaiting = None;
+        }
+    }
+
+    /// `disconnect()`: drop the slot and its queue, closing its connection.
+    pub fn remove_slot(&self, id: PeerId) {
+        let mut state = self.state();
+        self.remove_peer_locked(&mut state, id);
+        self.inbox.remove_peer(id);
+    }
+
+    /// Messages from a connection; parks while the peer's inbound queue is at RCVHWM.
+    pub async fn deliver(&self, peer: PeerId, batch: &mut VecDeque<Message>) {
+        while !batch.is_empty() {
+            match self.inbox.push(peer, batch) {
+                Pushed::All => return,
+                Pushed::Full(wake) => wake.notified().await,
+            }
+        }
+    }
+
+    /// A subscription change from a subscriber (PUB/XPUB side).
+    pub fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) {
+        let mut state = self.state();
+        if let Some(p) = state.peers.get_mut(&peer) {
+            if subscribe {
+                p.subscriptions.insert_once(topic);
+            } else {
+                p.subscriptions.remove_all(topic);
+            }
+        }
+    }
+
+    /// SUB: subscribe/unsubscribe locally and tell every publisher when the set changes.
+    pub fn local_subscription(&self, topic: &[u8], subscribe: bool) {
+        let mut state = self.state();
+        let changed = if subscribe {
+            state.subscriptions.add(topic)
+        } else {
+            state.subscriptions.remove(topic)
+        };
+        if changed {
+            self.inbox.filter_update(topic, subscribe);
+            let topic = Bytes::copy_from_slice(topic);
+            for p in state.peers.values() {
+                if p.connected {
+                    p.out
+                        .push_command(Outbound::Subscribe(topic.clone(), subscribe));
+                }
+            }
+        }
+    }
+
+    /// One non-blocking send attempt with the socket type's routing rule.
+    pub fn try_send(&self, mut msg: Message) -> Result<TrySend> {
+        if msg.is_empty() {
+            return Err(Error::EmptyMessage);
+        }
+        let mut state = self.state();
+        if state.closed {
+            return Err(Error::Closed);
+        }
+        match self.socket_type {
+            SocketType::Dealer | SocketType::Push => {
+                Ok(load_balance(&mut state, msg).map_or_else(TrySend::Full, |_| TrySend::Sent))
+            }
+            SocketType::Pair => {
+                let peer = state.order.first().and_then(|id| state.peers.get(id));
+                match peer {
+                    Some(p) => Ok(p
+                        .out
+                        .try_push(msg)
+                        .map_or_else(TrySend::Full, |_| TrySend::Sent)),
+                    None => Ok(TrySend::Full(msg)),
+                }
+            }
+            SocketType::Req => {
+                if state.req.awaiting.is_some() && !self.options().req_relaxed {
+                    return Err(Error::InvalidState);
+                }
+                msg.push_front(Bytes::new());
+                match load_balance(&mut state, msg) {
+                    Ok(peer) => {
+                        state.req.awaiting = Some(peer);
+                        Ok(TrySend::Sent)
+                    }
+                    Err(mut msg) => {
+                        msg.pop_front();
+                        Ok(TrySend::Full(msg))
+                    }
+                }
+            }
+            SocketType::Rep => {
+                let Some((peer, envelope)) = state.rep.pending.take() else {
+                    return Err(Error::InvalidState);
+                };
+                let mut out = envelope;
+                for frame in msg {
+                    out.push(frame);
+                }
+                // A reply to a peer that is gone or full is dropped, as in libzmq.
+                if let Some(p) = state.peers.get(&peer) {
+                    let _ = p.out.try_push(out);
+                }
+                Ok(TrySend::Sent)
+            }
+            SocketType::Router => {
+                let rid = msg.pop_front().expect("non-empty");
+                let mandatory = self.options().router_mandatory;
+                let Some(p) = state.routes.get(&rid).and_then(|id| state.peers.get(id)) else {
+                    return if mandatory {
+                        Err(Error::HostUnreachable(rid))
+                    } else {
+                        Ok(TrySend::Sent)
+                    };
+                };
+                match p.out.try_push(msg) {
+                    Ok(()) => Ok(TrySend::Sent),
+                    Err(mut msg) if mandatory => {
+                        msg.push_front(rid);
+                        Ok(TrySend::Full(msg))
+                    }
+                    Err(_) => Ok(TrySend::Sent),
+                }
+            }
+            SocketType::Pub | SocketType::XPub => {
+                let topic = msg.first().expect("non-empty").clone();
+                for p in state.peers.values() {
+                    if p.connected && p.subscriptions.matches(&topic) {
+                        // A peer at its HWM loses the message (libzmq PUB semantics).
+                        let _ = p.out.try_push(msg.clone());
+                    }
+                }
+                Ok(TrySend::Sent)
+            }
+            SocketType::XSub => {
+                // XSUB: subscription messages update our set; everything goes to every publisher.
+                if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
+                    let subscribe = msg[0][0] == 1;
+                    let topic = msg[0].slice(1..);
+                    drop(state);
+                    self.local_subscription(&topic, subscribe);
+                    return Ok(TrySend::Sent);
+                }
+                for p in state.peers.values() {
+                    let _ = p.out.try_push(msg.clone());
+                }
+                Ok(TrySend::Sent)
+            }
+            SocketType::Sub | SocketType::Pull => Err(Error::NotSupported(self.socket_type)),
+        }
+    }
+
+    /// Checks that this socket type can receive at all, and REQ/REP state.
+    pub fn check_recv(&self) -> Result<()> {
+        let state = self.state();
+        match self.socket_type {
+            SocketType::Push | SocketType::Pub => Err(Error::NotSupported(self.socket_type)),
+            SocketType::Req if state.req.awaiting.is_none() => Err(Error::InvalidState),
+            SocketType::Rep if state.rep.pending.is_some() => Err(Error::InvalidState),
+            _ if state.closed => Err(Error::Closed),
+            _ => Ok(()),
+        }
+    }
+
+    /// One non-blocking receive with the socket type's inbound rule.
+    pub fn try_recv(&self) -> Result<Option<Message>> {
+        self.check_recv()?;
+        while let Some(received) = self.inbox.pop() {
+            let mut msg = received.message;
+            match self.socket_type {
+                SocketType::Router => {
+                    msg.push_front(received.routing_id);
+                    return Ok(Some(msg));
+                }
+                SocketType::Rep => {
+                    // Requests without an empty delimiter are dropped (libzmq).
+                    let Some(envelope) = msg.split_envelope() else {
+                        continue;
+                    };
+                    self.state().rep.pending = Some((received.peer, envelope));
+                    return Ok(Some(msg));
+                }
+                SocketType::Req => {
+                    let mut state = self.state();
+                    if state.req.awaiting != Some(received.peer)
+                        || msg.first().is_none_or(|f| !f.is_empty())
+                    {
+                        continue; // a stray or malformed reply: drop it
+                    }
+                    msg.pop_front();
+                    state.req.awaiting = None;
+                    return Ok(Some(msg));
+                }
+                _ => return Ok(Some(msg)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Marks the socket closed and tells every connection to flush and stop.
+    pub fn close(&self) {
+        let mut state = self.state();
+        state.closed = true;
+        self.closing.cancel();
+        for p in state.peers.values() {
+            p.out.close();
+        }
+        drop(state);
+        self.inbox.readable().wake();
+        self.space.wake();
+    }
+
+    /// Registers a running connection task; the guard unregisters it.
+    pub fn connection_started(&self) -> LiveConnection<'_> {
+        self.connections.fetch_add(1, Ordering::SeqCst);
+        LiveConnection(self)
+    }
+
+    /// Resolves once no connection task is running.
+    pub async fn wait_connections_done(&self) {
+        loop {
+            let notified = self.connections_done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.connections.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Round-robin over peers with room; returns the peer used.
+fn load_balance(state: &mut State, msg: Message) -> Result<PeerId, Message> {
+    let n = state.order.len();
+    let mut msg = msg;
+    for i in 0..n {
+        let idx = (state.cursor + i) % n;
+        let id = state.order[idx];
+        let Some(peer) = state.peers.get(&id) else {
+            continue;
+        };
+        match peer.out.try_push(msg) {
+            Ok(()) => {
+                state.cursor = (idx + 1) % n;
+                return Ok(id);
+            }
+            Err(back) => msg = back,
+        }
+    }
+    Err(msg)
+}
+
+/// A running connection task (see [`Core::connection_started`]).
+pub(crate) struct LiveConnection<'a>(&'a Core);
+
+impl Drop for LiveConnection<'_> {
+    fn drop(&mut self) {
+        if self.0.connections.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.connections_done.notify_waiters();
+        }
+    }
+}

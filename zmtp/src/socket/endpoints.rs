@@ -1,0 +1,197 @@
+//! Listener and connector tasks behind `bind` and `connect`, and their teardown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::core::Core;
+use super::inbox::PeerId;
+use crate::engine::{self, ConnectionInfo};
+use crate::error::{ConnectionError, Result};
+use crate::transport::{self, Connection, Endpoint, Listener};
+
+/// A bound or connected endpoint.
+#[derive(Debug)]
+pub(super) struct EndpointHandle {
+    /// Stops accepting / reconnecting (cancelled on close and on unbind/disconnect).
+    accepting: CancellationToken,
+    /// Kills the endpoint's connections (cancelled on unbind/disconnect and after LINGER).
+    connections: CancellationToken,
+    /// The connect-side peer, if this is a `connect`.
+    slot: Option<PeerId>,
+}
+
+impl EndpointHandle {
+    pub fn stop_accepting(&self) {
+        self.accepting.cancel();
+    }
+
+    pub fn terminate(self, core: &Core) {
+        self.accepting.cancel();
+        self.connections.cancel();
+        if let Some(slot) = self.slot {
+            core.remove_slot(slot);
+        }
+    }
+}
+
+pub(super) async fn bind(
+    core: &Arc<Core>,
+    ep: &Endpoint,
+    ipv6: bool,
+) -> Result<(EndpointHandle, String)> {
+    let (listener, bound) = Listener::bind(ep, ipv6).await?;
+    let accepting = CancellationToken::new();
+    let connections = core.shutdown.child_token();
+    let handle = EndpointHandle {
+        accepting: accepting.clone(),
+        connections: connections.clone(),
+        slot: None,
+    };
+    tokio::spawn(accept_loop(
+        core.clone(),
+        listener,
+        bound.clone(),
+        accepting,
+        connections,
+    ));
+    Ok((handle, bound))
+}
+
+async fn accept_loop(
+    core: Arc<Core>,
+    mut listener: Listener,
+    endpoint: String,
+    accepting: CancellationToken,
+    connections: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = accepting.cancelled() => return,
+        };
+        match accepted {
+            Ok((conn, peer)) => {
+                let core = core.clone();
+                let kill = connections.child_token();
+                let endpoint = endpoint.clone();
+                tokio::spawn(async move {
+                    let result = run_connection(&core, None, conn, kill, &endpoint, &peer).await;
+                    log_end(&endpoint, &peer, &result);
+                });
+            }
+            Err(e) => {
+                // Typically EMFILE: back off briefly instead of spinning.
+                tracing::warn!(%endpoint, error = %e, "accept failed");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    _ = accepting.cancelled() => return,
+                }
+            }
+        }
+    }
+}
+
+async fn run_connection(
+    core: &Arc<Core>,
+    slot: Option<PeerId>,
+    conn: Connection,
+    kill: tokio_util::sync::CancellationToken,
+    endpoint: &str,
+    peer: &str,
+) -> Result<(), ConnectionError> {
+    let _live = core.connection_started();
+    let info = ConnectionInfo {
+        endpoint,
+        peer_addr: peer,
+    };
+    match conn {
+        Connection::Tcp(s) => engine::run(core, slot, s, kill, info).await,
+        Connection::Ipc(s) => engine::run(core, slot, s, kill, info).await,
+        Connection::Inproc(s) => engine::run(core, slot, s, kill, info).await,
+    }
+}
+
+fn log_end(endpoint: &str, peer: &str, result: &Result<(), ConnectionError>) {
+    match result {
+        Ok(()) | Err(ConnectionError::SocketClosed) => {
+            tracing::debug!(endpoint, peer, "connection closed")
+        }
+        Err(ConnectionError::PeerClosed) => tracing::debug!(endpoint, peer, "peer disconnected"),
+        Err(e) if e.is_protocol() => {
+            tracing::warn!(endpoint, peer, error = %e, "protocol error, connection dropped")
+        }
+        Err(e) => tracing::info!(endpoint, peer, error = %e, "connection ended"),
+    }
+}
+
+pub(super) fn connect(core: &Arc<Core>, ep: Endpoint, endpoint: String) -> EndpointHandle {
+    let accepting = CancellationToken::new();
+    let connections = core.shutdown.child_token();
+    let slot = core.add_connect_slot(connections.clone());
+    let handle = EndpointHandle {
+        accepting: accepting.clone(),
+        connections: connections.clone(),
+        slot: Some(slot),
+    };
+    tokio::spawn(connect_loop(
+        core.clone(),
+        ep,
+        endpoint,
+        slot,
+        accepting,
+        connections,
+    ));
+    handle
+}
+
+async fn connect_loop(
+    core: Arc<Core>,
+    ep: Endpoint,
+    endpoint: String,
+    slot: PeerId,
+    accepting: CancellationToken,
+    connections: CancellationToken,
+) {
+    let mut attempt_wait: Option<Duration> = None;
+    loop {
+        let connected = tokio::select! {
+            c = transport::connect(&ep) => c,
+            _ = accepting.cancelled() => break,
+        };
+        match connected {
+            Ok((conn, peer)) => {
+                let kill = connections.child_token();
+                let result = run_connection(&core, Some(slot), conn, kill, &endpoint, &peer).await;
+                log_end(&endpoint, &peer, &result);
+                match result {
+                    Err(e) if e.is_protocol() => {
+                        // libzmq does not reconnect after a protocol error; the slot is gone.
+                        core.remove_slot(slot);
+                        return;
+                    }
+                    Err(ConnectionError::SocketClosed) | Ok(()) if accepting.is_cancelled() => {
+                        break;
+                    }
+                    _ => attempt_wait = None,
+                }
+            }
+            Err(e) => tracing::debug!(%endpoint, error = %e, "connect failed"),
+        }
+        let (ivl, max) = {
+            let o = core.options();
+            (o.reconnect_ivl, o.reconnect_ivl_max)
+        };
+        let Some(ivl) = ivl else { break };
+        let wait = match attempt_wait {
+            Some(prev) if !max.is_zero() => (prev * 2).min(max),
+            _ => ivl,
+        };
+        attempt_wait = Some(wait);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = accepting.cancelled() => break,
+        }
+    }
+}

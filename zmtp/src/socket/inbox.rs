@@ -1,0 +1,197 @@
+//! The inbound side of a socket: one queue per peer, fair-queued round-robin (libzmq's `fq`).
+//!
+//! A connection's reader pushes a batch of decoded messages under one lock; when its queue reaches
+//! RCVHWM it parks, which stops it reading and lets TCP push back on the sender. The socket pops one
+//! message at a time from the next ready peer, so a fast peer cannot starve a slow one.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use super::core::Waiters;
+use super::subscriptions::Subscriptions;
+use crate::message::Message;
+
+pub(crate) type PeerId = u64;
+
+#[derive(Debug)]
+struct PeerQueue {
+    messages: VecDeque<Message>,
+    hwm: usize,
+    /// The routing id, kept here so a ROUTER can still prefix messages that outlive the connection.
+    routing_id: Bytes,
+    /// Wakes the connection's reader when room frees up.
+    reader_wake: Arc<Notify>,
+    reader_waiting: bool,
+    /// The connection is gone; drop the queue once drained.
+    detached: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queues: HashMap<PeerId, PeerQueue>,
+    /// Peers with at least one message, in round-robin order.
+    ready: VecDeque<PeerId>,
+    /// SUB's local prefix filter (libzmq filters on receipt too).
+    filter: Option<Subscriptions>,
+}
+
+/// A received message with the peer it came from.
+#[derive(Debug)]
+pub(crate) struct Received {
+    pub peer: PeerId,
+    pub routing_id: Bytes,
+    pub message: Message,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    state: Mutex<State>,
+    readable: Arc<Waiters>,
+}
+
+/// The outcome of a push: all taken, or parked at the HWM.
+pub(crate) enum Pushed {
+    All,
+    Full(Arc<Notify>),
+}
+
+impl Inbox {
+    pub fn new(filter: bool) -> Self {
+        let state = State {
+            filter: filter.then(Subscriptions::default),
+            ..State::default()
+        };
+        Inbox {
+            state: Mutex::new(state),
+            readable: Arc::new(Waiters::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn readable(&self) -> &Arc<Waiters> {
+        &self.readable
+    }
+
+    pub fn add_peer(&self, peer: PeerId, hwm: usize, routing_id: Bytes) {
+        let queue = PeerQueue {
+            messages: VecDeque::new(),
+            hwm,
+            routing_id,
+            reader_wake: Arc::new(Notify::new()),
+            reader_waiting: false,
+            detached: false,
+        };
+        self.lock().queues.insert(peer, queue);
+    }
+
+    /// The connection is gone: its queued messages stay readable, then the queue goes.
+    pub fn detach_peer(&self, peer: PeerId) {
+        let mut s = self.lock();
+        if let Some(q) = s.queues.get_mut(&peer) {
+            if q.messages.is_empty() {
+                s.queues.remove(&peer);
+            } else {
+                q.detached = true;
+            }
+        }
+    }
+
+    /// Drops a peer's queued messages too (REQ/DEALER bind side: libzmq destroys the queue).
+    pub fn remove_peer(&self, peer: PeerId) {
+        let mut s = self.lock();
+        s.queues.remove(&peer);
+        s.ready.retain(|&p| p != peer);
+    }
+
+    /// Pushes messages from `batch` until the peer's HWM; what is left stays in `batch`.
+    pub fn push(&self, peer: PeerId, batch: &mut VecDeque<Message>) -> Pushed {
+        let mut s = self.lock();
+        let s = &mut *s;
+        let Some(q) = s.queues.get_mut(&peer) else {
+            batch.clear();
+            return Pushed::All;
+        };
+        let was_empty = q.messages.is_empty();
+        while let Some(msg) = batch.pop_front() {
+            if q.hwm != 0 && q.messages.len() >= q.hwm {
+                batch.push_front(msg);
+                break;
+            }
+            if let Some(filter) = &s.filter
+                && !filter.matches(msg.first().map(|f| &f[..]).unwrap_or(b""))
+            {
+                continue;
+            }
+            q.messages.push_back(msg);
+        }
+        if was_empty && !q.messages.is_empty() {
+            s.ready.push_back(peer);
+            self.readable.wake();
+        }
+        if batch.is_empty() {
+            Pushed::All
+        } else {
+            q.reader_waiting = true;
+            Pushed::Full(q.reader_wake.clone())
+        }
+    }
+
+    /// Takes the next message, round-robin over ready peers.
+    pub fn pop(&self) -> Option<Received> {
+        let mut s = self.lock();
+        let s = &mut *s;
+        while let Some(peer) = s.ready.pop_front() {
+            let Some(q) = s.queues.get_mut(&peer) else {
+                continue;
+            };
+            let Some(message) = q.messages.pop_front() else {
+                continue;
+            };
+            let routing_id = q.routing_id.clone();
+            if !q.messages.is_empty() {
+                s.ready.push_back(peer);
+            } else if q.detached {
+                s.queues.remove(&peer);
+                return Some(Received {
+                    peer,
+                    routing_id,
+                    message,
+                });
+            }
+            // Wake a parked reader once half the queue is free (libzmq's low-water mark), not per message.
+            if q.reader_waiting && (q.hwm == 0 || q.messages.len() <= q.hwm / 2) {
+                q.reader_waiting = false;
+                q.reader_wake.notify_one();
+            }
+            return Some(Received {
+                peer,
+                routing_id,
+                message,
+            });
+        }
+        None
+    }
+
+    pub fn set_routing_id(&self, peer: PeerId, routing_id: Bytes) {
+        if let Some(q) = self.lock().queues.get_mut(&peer) {
+            q.routing_id = routing_id;
+        }
+    }
+
+    /// Updates SUB's local filter.
+    pub fn filter_update(&self, topic: &[u8], subscribe: bool) {
+        if let Some(filter) = self.lock().filter.as_mut() {
+            if subscribe {
+                filter.add(topic);
+            } else {
+                filter.remove(topic);
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The public socket: one type for every ZeroMQ pattern, chosen by [`SocketType`].
+
+pub(crate) mod core;
+mod endpoints;
+pub(crate) mod inbox;
+pub(crate) mod pipe;
+mod subscriptions;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Sink, Stream};
+
+use self::core::{Core, TrySend};
+use self::endpoints::EndpointHandle;
+use crate::error::{Error, Result};
+use crate::message::Message;
+use crate::options::Options;
+use crate::transport::Endpoint;
+use crate::wire::SocketType;
+
+/// A ZeroMQ socket of any type, `Send + Sync`, cheap to clone (clones share the socket).
+///
+/// Every method takes `&self`, so one socket can be shared between tasks (receive in one, send in
+/// another). The socket closes when the last clone is dropped, or explicitly with [`Socket::close`],
+/// which also waits (up to LINGER) for queued messages to go out.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> zmtp::Result<()> {
+/// use zmtp::{Socket, SocketType};
+/// let rep = Socket::new(SocketType::Rep);
+/// let endpoint = rep.bind("tcp://127.0.0.1:0").await?;
+/// let req = Socket::new(SocketType::Req);
+/// req.connect(&endpoint).await?;
+/// req.send("hello").await?;
+/// let request = rep.recv().await?;
+/// rep.send(request).await?;
+/// assert_eq!(req.recv().await?[0], "hello");
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Socket {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    core: Arc<Core>,
+    endpoints: Mutex<HashMap<String, EndpointHandle>>,
+    last_endpoint: Mutex<Option<String>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let linger = self.core.options().linger;
+        close_core(
+            &self.core,
+            &mut self.endpoints.lock().unwrap_or_else(|e| e.into_inner()),
+        );
+        let core = self.core.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move { linger_then_shutdown(&core, linger).await });
+            }
+            Err(_) => core.shutdown.cancel(),
+        }
+    }
+}
+
+fn close_core(core: &Core, endpoints: &mut HashMap<String, EndpointHandle>) {
+    core.close();
+    for (_, ep) in endpoints.drain() {
+        ep.stop_accepting();
+    }
+}
+
+async fn linger_then_shutdown(core: &Arc<Core>, linger: Option<Duration>) {
+    let flushed = core.wait_connections_done();
+    match linger {
+        Some(limit) => {
+            let _ = tokio::time::timeout(limit, flushed).await;
+        }
+        None => flushed.await,
+    }
+    core.shutdown.cancel();
+}
+
+macro_rules! option {
+    ($(#[$doc:meta])* $get:ident, $set:ident, $field:ident: $ty:ty) => {
+        $(#[$doc])*
+        pub fn $set(&self, value: $ty) {
+            self.inner.core.options().$field = value;
+        }
+        #[doc = concat!("Current value of the option set by [`Socket::", stringify!($set), "`].")]
+        pub fn $get(&self) -> $ty {
+            self.inner.core.options().$field.clone()
+        }
+    };
+}
+
+impl Socket {
+    /// A new socket of the given type, with libzmq's default options.
+    pub fn new(socket_type: SocketType) -> Socket {
+        let core = Core::new(socket_type);
+        Socket {
+            inner: Arc::new(Inner {
+                core,
+                endpoints: Mutex::default(),
+                last_endpoint: Mutex::default(),
+            }),
+        }
+    }
+
+    /// The socket's type.
+    pub fn socket_type(&self) -> SocketType {
+        self.inner.core.socket_type
+    }
+
+    /// Binds to an endpoint and returns it as bound, with wildcards resolved
+    /// (`tcp://*:0` → `tcp://0.0.0.0:41234`, `ipc://*` → a fresh path).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// let pull = zmtp::Socket::new(zmtp::SocketType::Pull);
+    /// let endpoint = pull.bind("tcp://127.0.0.1:*").await?;
+    /// assert!(endpoint.starts_with("tcp://127.0.0.1:"));
+    /// assert_eq!(pull.last_endpoint().as_deref(), Some(endpoint.as_str()));
+    /// # Ok(()) }
+    /// ```
+    pub async fn bind(&self, endpoint: &str) -> Result<String> {
+        let ep: Endpoint = endpoint.parse()?;
+        let ipv6 = self.inner.core.options().ipv6;
+        let (handle, bound) = endpoints::bind(&self.inner.core, &ep, ipv6).await?;
+        self.endpoints().insert(bound.clone(), handle);
+        *self
+            .inner
+            .last_endpoint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(bound.clone());
+        Ok(bound)
+    }
+
+    /// Connects to an endpoint. Returns at once: the connection is made (and remade after failures,
+    /// per RECONNECT_IVL) in the background, and messages sent meanwhile are queued for it.
+    pub async fn connect(&self, endpoint: &str) -> Result<()> {
+        let ep: Endpoint = endpoint.parse()?;
+        let handle = endpoints::connect(&self.inner.core, ep, endpoint.to_owned());
+        self.endpoints().insert(endpoint.to_owned(), handle);
+        *self
+            .inner
+            .last_endpoint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(endpoint.to_owned());
+        Ok(())
+    }
+
+    /// Stops listening on an endpoint returned by [`bind`](Self::bind) (connections it accepted close).
+    pub async fn unbind(&self, endpoint: &str) -> Result<()> {
+        self.take_endpoint(endpoint)?.terminate(&self.inner.core);
+        Ok(())
+    }
+
+    /// Drops a connection made by [`connect`](Self::connect), with its queued messages.
+    pub async fn disconnect(&self, endpoint: &str) -> Result<()> {
+        self.take_endpoint(endpoint)?.terminate(&self.inner.core);
+        Ok(())
+    }
+
+    fn take_endpoint(&self, endpoint: &str) -> Result<EndpointHandle> {
+        self.endpoints()
+            .remove(endpoint)
+            .ok_or_else(|| Error::EndpointNotFound(endpoint.to_owned()))
+    }
+
+    fn endpoints(&self) -> std::sync::MutexGuard<'_, HashMap<String, EndpointHandle>> {
+        self.inner
+            .endpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The endpoint of the last `bind` (as bound) or `connect`.
+    pub fn last_endpoint(&self) -> Option<String> {
+        self.inner
+            .last_endpoint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sends a whole message, waiting while the socket's rule says to block (HWM reached on DEALER,
+    /// PUSH, REQ, PAIR, or no peer yet). PUB, and ROUTER without ROUTER_MANDATORY, never wait: at the
+    /// HWM they drop, as libzmq does.
+    ///
+    /// **Cancel safety:** the message is queued atomically; if the future is dropped before it
+    /// completes, the message was not sent at all.
+    pub async fn send(&self, msg: impl Into<Message>) -> Result<()> {
+        let core = &self.inner.core;
+        let mut slot = Some(msg.into());
+        core.space
+            .wait_until(
+                || match core.try_send(slot.take().expect("message present")) {
+                    Ok(TrySend::Sent) => Some(Ok(())),
+                    Ok(TrySend::Full(msg)) => {
+                        slot = Some(msg);
+                        None
+                    }
+                    Err(e) => Some(Err(e)),
+                },
+            )
+            .await
+    }
+
+    /// Sends without waiting; [`Error::WouldBlock`] where [`send`](Self::send) would wait.
+    pub fn try_send(&self, msg: impl Into<Message>) -> Result<()> {
+        match self.inner.core.try_send(msg.into())? {
+            TrySend::Sent => Ok(()),
+            TrySend::Full(_) => Err(Error::WouldBlock),
+        }
+    }
+
+    /// Receives the next whole message (fair-queued across peers).
+    ///
+    /// **Cancel safety:** a message is taken from the queue only when this returns; dropping the
+    /// future loses nothing.
+    pub async fn recv(&self) -> Result<Message> {
+        let core = &self.inner.core;
+        core.inbox
+            .readable()
+            .wait_until(|| core.try_recv().transpose())
+            .await
+    }
+
+    /// Receives without waiting; [`Error::WouldBlock`] when nothing is queued.
+    pub fn try_recv(&self) -> Result<Message> {
+        self.inner.core.try_recv()?.ok_or(Error::WouldBlock)
+    }
+
+    /// SUB/XSUB: subscribe to messages whose first frame starts with `prefix` (`""` = everything).
+    /// Subscriptions are refcounted as in libzmq.
+    pub fn subscribe(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.subscription(prefix.as_ref(), true)
+    }
+
+    /// SUB/XSUB: drop one reference to a subscription.
+    pub fn unsubscribe(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.subscription(prefix.as_ref(), false)
+    }
+
+    fn subscription(&self, prefix: &[u8], on: bool) -> Result<()> {
+        match self.socket_type() {
+            SocketType::Sub | SocketType::XSub => {
+                self.inner.core.local_subscription(prefix, on);
+                Ok(())
+            }
+            other => Err(Error::NotSupported(other)),
+        }
+    }
+
+    /// Closes the socket: stops accepting and reconnecting, waits up to LINGER for queued messages to
+    /// be written, then drops every connection. Other clones see [`Error::Closed`].
+    pub async fn close(self) {
+        let core = self.inner.core.clone();
+        let linger = core.options().linger;
+        close_core(&core, &mut self.endpoints());
+        drop(self);
+        linger_then_shutdown(&core, linger).await;
+    }
+
+    /// A `Stream` of received messages (ends only with an error such as [`Error::Closed`]).
+    pub fn stream(&self) -> impl Stream<Item = Result<Message>> + Send + 'static {
+        let socket = self.clone();
+        futures::stream::unfold(socket, |s| async move {
+            let item = s.recv().await;
+            Some((item, s))
+        })
+    }
+
+    /// A `Sink` of messages to send.
+    pub fn sink(&self) -> impl Sink<Message, Error = Error> + Send + 'static {
+        let socket = self.clone();
+        futures::sink::unfold(socket, |s, msg: Message| async move {
+            s.send(msg).await?;
+            Ok(s)
+        })
+    }
+
+    /// ROUTER: the routing ids of currently connected peers.
+    pub fn peer_routing_ids(&self) -> Vec<Bytes> {
+        self.inner.core.state().routes.keys().cloned().collect()
+    }
+
+    option!(
+        /// ZMQ_SNDHWM: outbound queue limit per peer, in messages (0 = none). Default 1000.
+        sndhwm, set_sndhwm, sndhwm: usize);
+    option!(
+        /// ZMQ_RCVHWM: inbound queue limit per peer, in messages (0 = none). Default 1000.
+        rcvhwm, set_rcvhwm, rcvhwm: usize);
+    option!(
+        /// ZMQ_LINGER: how long closing waits for queued messages (`None` = forever). Default forever.
+        linger, set_linger, linger: Option<Duration>);
+    option!(
+        /// ZMQ_ROUTER_MANDATORY: unknown routing ids fail with [`Error::HostUnreachable`] and full
+        /// peers block instead of dropping. Default off.
+        router_mandatory, set_router_mandatory, router_mandatory: bool);
+    option!(
+        /// ZMQ_ROUTER_HANDOVER: a new peer with a routing id in use takes it over. Default off.
+        router_handover, set_router_handover, router_handover: bool);
+    option!(
+        /// ZMQ_PROBE_ROUTER: send an empty message to each new peer (ROUTER, DEALER, REQ). Default off.
+        probe_router, set_probe_router, probe_router: bool);
+    option!(
+        /// ZMQ_MAXMSGSIZE: largest inbound frame in bytes (`None` = unlimited); larger ones drop
+        /// the connection.
+        maxmsgsize, set_maxmsgsize, maxmsgsize: Option<u64>);
+    option!(
+        /// ZMQ_RECONNECT_IVL: wait before reconnecting (`None` = never). Default 100 ms.
+        reconnect_ivl, set_reconnect_ivl, reconnect_ivl: Option<Duration>);
+    option!(
+        /// ZMQ_RECONNECT_IVL_MAX: cap for the doubling reconnect backoff (zero = no backoff).
+        reconnect_ivl_max, set_reconnect_ivl_max, reconnect_ivl_max: Duration);
+    option!(
+        /// ZMQ_HEARTBEAT_IVL: send a PING this often (zero = off). Default off.
+        heartbeat_ivl, set_heartbeat_ivl, heartbeat_ivl: Duration);
+    option!(
+        /// ZMQ_HEARTBEAT_TTL: how long the peer should wait for our traffic before giving up.
+        heartbeat_ttl, set_heartbeat_ttl, heartbeat_ttl: Duration);
+    option!(
+        /// ZMQ_HEARTBEAT_TIMEOUT: silence after a PING that drops the connection (`None` = the interval).
+        heartbeat_timeout, set_heartbeat_timeout, heartbeat_timeout: Option<Duration>);
+    option!(
+        /// ZMQ_HANDSHAKE_IVL: limit for the ZMTP handshake (`None` = none). Default 30 s.
+        handshake_ivl, set_handshake_ivl, handshake_ivl: Option<Duration>);
+    option!(
+        /// ZMQ_REQ_RELAXED: REQ may send a new request without waiting for the reply. Default off.
+        req_relaxed, set_req_relaxed, req_relaxed: bool);
+    option!(
+        /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard. Default off.
+        ipv6, set_ipv6, ipv6: bool);
+
+    /// ZMQ_ROUTING_ID: the identity this socket announces to peers (REQ, DEALER, ROUTER), 0–255 bytes.
+    pub fn set_routing_id(&self, id: impl Into<Bytes>) -> Result<()> {
+        let id = id.into();
+        if id.len() > 255 {
+            return Err(Error::InvalidEndpoint(
+                "routing id".into(),
+                "longer than 255 bytes",
+            ));
+        }
+        self.inner.core.options().routing_id = id;
+        Ok(())
+    }
+
+    /// The routing id set with [`set_routing_id`](Self::set_routing_id).
+    pub fn routing_id(&self) -> Bytes {
+        self.inner.core.options().routing_id.clone()
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn options_snapshot(&self) -> Options {
+        self.inner.core.options().clone()
+    }
+}

@@ -1,0 +1,112 @@
+//! Transports: endpoint parsing, listeners and connectors for `tcp://`, `ipc://` and `inproc://`.
+//!
+//! Each transport yields a byte stream split into a read half and a write half; the engine runs ZMTP
+//! over those halves and never knows which transport it is on.
+
+mod endpoint;
+pub(crate) mod inproc;
+mod ipc;
+mod tcp;
+
+pub use endpoint::Endpoint;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::error::Result;
+
+/// A connected byte stream that can be split into independently driven halves.
+pub(crate) trait Conn: Send + 'static {
+    type Read: AsyncRead + Unpin + Send + 'static;
+    type Write: AsyncWrite + Unpin + Send + 'static;
+    fn into_halves(self) -> (Self::Read, Self::Write);
+}
+
+impl Conn for tokio::net::TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
+impl Conn for tokio::net::UnixStream {
+    type Read = tokio::net::unix::OwnedReadHalf;
+    type Write = tokio::net::unix::OwnedWriteHalf;
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
+impl Conn for tokio::io::DuplexStream {
+    type Read = tokio::io::ReadHalf<tokio::io::DuplexStream>;
+    type Write = tokio::io::WriteHalf<tokio::io::DuplexStream>;
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
+/// A bound endpoint accepting connections.
+pub(crate) enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Ipc(ipc::IpcListener),
+    Inproc(inproc::InprocListener),
+}
+
+/// An accepted or established connection of any transport.
+pub(crate) enum Connection {
+    Tcp(tokio::net::TcpStream),
+    Ipc(tokio::net::UnixStream),
+    Inproc(tokio::io::DuplexStream),
+}
+
+impl Listener {
+    /// Binds; returns the listener and the endpoint as actually bound (wildcards and ports resolved).
+    pub async fn bind(endpoint: &Endpoint, ipv6: bool) -> Result<(Listener, String)> {
+        match endpoint {
+            Endpoint::Tcp { host, port } => {
+                let (l, name) = tcp::bind(host, *port, ipv6).await?;
+                Ok((Listener::Tcp(l), name))
+            }
+            Endpoint::Ipc(path) => {
+                let (l, name) = ipc::IpcListener::bind(path)?;
+                Ok((Listener::Ipc(l), name))
+            }
+            Endpoint::Inproc(name) => Ok((
+                Listener::Inproc(inproc::bind(name)?),
+                format!("inproc://{name}"),
+            )),
+        }
+    }
+
+    /// Waits for the next connection; returns it with the peer's address as text.
+    pub async fn accept(&mut self) -> std::io::Result<(Connection, String)> {
+        match self {
+            Listener::Tcp(l) => {
+                let (s, addr) = l.accept().await?;
+                tcp::configure(&s);
+                Ok((Connection::Tcp(s), addr.to_string()))
+            }
+            Listener::Ipc(l) => Ok((Connection::Ipc(l.accept().await?), String::new())),
+            Listener::Inproc(l) => Ok((Connection::Inproc(l.accept().await?), String::new())),
+        }
+    }
+}
+
+/// Connects once (inproc: waits until the name is bound).
+pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(Connection, String)> {
+    match endpoint {
+        Endpoint::Tcp { host, port } => {
+            let s = tcp::connect(host, *port).await?;
+            let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+            Ok((Connection::Tcp(s), peer))
+        }
+        Endpoint::Ipc(path) => Ok((
+            Connection::Ipc(tokio::net::UnixStream::connect(path).await?),
+            String::new(),
+        )),
+        Endpoint::Inproc(name) => Ok((
+            Connection::Inproc(inproc::connect(name).await),
+            String::new(),
+        )),
+    }
+}

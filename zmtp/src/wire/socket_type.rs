@@ -1,0 +1,134 @@
+//! Socket types as named in READY's `Socket-Type`, and which pairs may talk (RFC 23 / libzmq).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The classic ZeroMQ socket types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SocketType {
+    /// Exclusive pair.
+    Pair,
+    /// Publisher.
+    Pub,
+    /// Subscriber.
+    Sub,
+    /// Request (strict send/recv alternation).
+    Req,
+    /// Reply.
+    Rep,
+    /// Asynchronous request: load-balances out, fair-queues in.
+    Dealer,
+    /// Asynchronous reply: addresses peers by routing id.
+    Router,
+    /// Pipeline sink.
+    Pull,
+    /// Pipeline source.
+    Push,
+    /// Publisher that sees subscriptions.
+    XPub,
+    /// Subscriber that sends subscriptions as messages.
+    XSub,
+}
+
+impl SocketType {
+    /// The name sent in READY.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SocketType::Pair => "PAIR",
+            SocketType::Pub => "PUB",
+            SocketType::Sub => "SUB",
+            SocketType::Req => "REQ",
+            SocketType::Rep => "REP",
+            SocketType::Dealer => "DEALER",
+            SocketType::Router => "ROUTER",
+            SocketType::Pull => "PULL",
+            SocketType::Push => "PUSH",
+            SocketType::XPub => "XPUB",
+            SocketType::XSub => "XSUB",
+        }
+    }
+
+    /// Whether a peer of type `peer` may connect to us (zmtp-wire.md §1.8).
+    pub fn accepts(self, peer: SocketType) -> bool {
+        use SocketType::*;
+        match self {
+            Req => matches!(peer, Rep | Router),
+            Rep => matches!(peer, Req | Dealer),
+            Dealer => matches!(peer, Rep | Dealer | Router),
+            Router => matches!(peer, Req | Dealer | Router),
+            Pub | XPub => matches!(peer, Sub | XSub),
+            Sub | XSub => matches!(peer, Pub | XPub),
+            Push => peer == Pull,
+            Pull => peer == Push,
+            Pair => peer == Pair,
+        }
+    }
+
+    /// Whether READY from this type carries `Identity` (libzmq: REQ, DEALER, ROUTER).
+    pub fn sends_identity(self) -> bool {
+        matches!(
+            self,
+            SocketType::Req | SocketType::Dealer | SocketType::Router
+        )
+    }
+}
+
+impl fmt::Display for SocketType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown socket type name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown socket type {0:?}")]
+pub struct UnknownSocketType(pub String);
+
+impl FromStr for SocketType {
+    type Err = UnknownSocketType;
+
+    /// Parses a type name in any casing.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        use SocketType::*;
+        [
+            Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub,
+        ]
+        .into_iter()
+        .find(|t| t.as_str().eq_ignore_ascii_case(s))
+        .ok_or_else(|| UnknownSocketType(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use SocketType::*;
+
+    const ALL: [SocketType; 11] = [
+        Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub,
+    ];
+
+    #[test]
+    fn compatibility_is_symmetric_and_matches_the_table() {
+        let mut pairs = 0;
+        for a in ALL {
+            for b in ALL {
+                assert_eq!(a.accepts(b), b.accepts(a), "{a} vs {b}");
+                pairs += a.accepts(b) as usize;
+            }
+        }
+        // REQ:2 REP:2 DEALER:3 ROUTER:3 PUB:2 XPUB:2 SUB:2 XSUB:2 PUSH:1 PULL:1 PAIR:1
+        assert_eq!(pairs, 21);
+        assert!(!Dealer.accepts(Push));
+        assert!(Router.accepts(Router));
+    }
+
+    #[test]
+    fn names_round_trip_in_any_case() {
+        for t in ALL {
+            assert_eq!(t.as_str().parse::<SocketType>().unwrap(), t);
+            assert_eq!(t.as_str().to_lowercase().parse::<SocketType>().unwrap(), t);
+        }
+        assert!("STREAM".parse::<SocketType>().is_err());
+    }
+}
