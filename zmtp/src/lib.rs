@@ -31,6 +31,7 @@
 mod engine;
 mod error;
 mod message;
+mod monitor;
 mod options;
 mod socket;
 pub mod transport;
@@ -38,5 +39,6 @@ pub mod wire;
 
 pub use error::{ConnectionError, Error, Result};
 pub use message::Message;
+pub use monitor::{Monitor, MonitorEvent};
 pub use socket::Socket;
 pub use wire::SocketType;

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ConnectionError;
+use crate::monitor::MonitorEvent;
 use crate::socket::core::Core;
 use crate::socket::inbox::PeerId;
 use crate::transport::Conn;
@@ -36,14 +37,48 @@ pub(crate) struct ConnectionInfo<'a> {
     pub peer_addr: &'a str,
 }
 
-/// Runs one connection to its end. `slot` is the connect-side peer to attach to (kept across
-/// reconnects); bind-side connections create their peer on attach.
+/// Runs one connection to its end, reporting it to the socket's monitors. `slot` is the connect-side
+/// peer to attach to (kept across reconnects); bind-side connections create their peer on attach.
 pub(crate) async fn run<C: Conn>(
     core: &Arc<Core>,
     slot: Option<PeerId>,
     conn: C,
     kill: CancellationToken,
     info: ConnectionInfo<'_>,
+) -> Result<(), Arc<ConnectionError>> {
+    let mut handshaken = false;
+    let result = drive(core, slot, conn, kill, &info, &mut handshaken)
+        .await
+        .map_err(Arc::new);
+    if let Err(error) = &result {
+        let (endpoint, peer, error) = (
+            info.endpoint.to_owned(),
+            info.peer_addr.to_owned(),
+            error.clone(),
+        );
+        core.monitors.emit(|| match handshaken {
+            false => MonitorEvent::HandshakeFailed {
+                endpoint,
+                peer,
+                error,
+            },
+            true => MonitorEvent::Disconnected {
+                endpoint,
+                peer,
+                error,
+            },
+        });
+    }
+    result
+}
+
+async fn drive<C: Conn>(
+    core: &Arc<Core>,
+    slot: Option<PeerId>,
+    conn: C,
+    kill: CancellationToken,
+    info: &ConnectionInfo<'_>,
+    handshaken: &mut bool,
 ) -> Result<(), ConnectionError> {
     let opts = core.options().clone();
     let (mut rd, mut wr) = conn.into_halves();
@@ -63,6 +98,11 @@ pub(crate) async fn run<C: Conn>(
     };
     tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?done.info.socket_type, minor = done.minor, "handshake complete");
     let attached = core.attach(slot, &done.info, done.minor, kill.clone())?;
+    *handshaken = true;
+    core.monitors.emit(|| MonitorEvent::HandshakeSucceeded {
+        endpoint: info.endpoint.to_owned(),
+        peer: info.peer_addr.to_owned(),
+    });
     let liveness = Liveness::default();
     let publisher = matches!(
         core.socket_type,

@@ -115,6 +115,7 @@ pub(crate) struct Core {
     /// Live connection tasks, so `close` can wait for them to flush.
     pub connections: AtomicUsize,
     pub connections_done: Notify,
+    pub monitors: crate::monitor::Monitors,
 }
 
 /// What a connection gets when it joins the socket.
@@ -151,6 +152,7 @@ impl Core {
             next_peer: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             connections_done: Notify::new(),
+            monitors: Default::default(),
         })
     }
 

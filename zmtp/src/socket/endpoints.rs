@@ -9,6 +9,7 @@ use super::core::Core;
 use super::inbox::PeerId;
 use crate::engine::{self, ConnectionInfo};
 use crate::error::{ConnectionError, Result};
+use crate::monitor::MonitorEvent;
 use crate::transport::{self, Connection, Endpoint, Listener};
 
 /// A bound or connected endpoint.
@@ -42,6 +43,9 @@ pub(super) async fn bind(
     ipv6: bool,
 ) -> Result<(EndpointHandle, String)> {
     let (listener, bound) = Listener::bind(ep, ipv6).await?;
+    core.monitors.emit(|| MonitorEvent::Listening {
+        endpoint: bound.clone(),
+    });
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
     let handle = EndpointHandle {
@@ -73,6 +77,10 @@ async fn accept_loop(
         };
         match accepted {
             Ok((conn, peer)) => {
+                core.monitors.emit(|| MonitorEvent::Accepted {
+                    endpoint: endpoint.clone(),
+                    peer: peer.clone(),
+                });
                 let core = core.clone();
                 let kill = connections.child_token();
                 let endpoint = endpoint.clone();
@@ -100,7 +108,7 @@ async fn run_connection(
     kill: tokio_util::sync::CancellationToken,
     endpoint: &str,
     peer: &str,
-) -> Result<(), ConnectionError> {
+) -> Result<(), Arc<ConnectionError>> {
     let _live = core.connection_started();
     let info = ConnectionInfo {
         endpoint,
@@ -113,8 +121,8 @@ async fn run_connection(
     }
 }
 
-fn log_end(endpoint: &str, peer: &str, result: &Result<(), ConnectionError>) {
-    match result {
+fn log_end(endpoint: &str, peer: &str, result: &Result<(), Arc<ConnectionError>>) {
+    match result.as_ref().map_err(|e| &**e) {
         Ok(()) | Err(ConnectionError::SocketClosed) => {
             tracing::debug!(endpoint, peer, "connection closed")
         }
@@ -162,6 +170,10 @@ async fn connect_loop(
         };
         match connected {
             Ok((conn, peer)) => {
+                core.monitors.emit(|| MonitorEvent::Connected {
+                    endpoint: endpoint.clone(),
+                    peer: peer.clone(),
+                });
                 let kill = connections.child_token();
                 let result = run_connection(&core, Some(slot), conn, kill, &endpoint, &peer).await;
                 log_end(&endpoint, &peer, &result);
@@ -171,9 +183,7 @@ async fn connect_loop(
                         core.remove_slot(slot);
                         return;
                     }
-                    Err(ConnectionError::SocketClosed) | Ok(()) if accepting.is_cancelled() => {
-                        break;
-                    }
+                    _ if accepting.is_cancelled() => break,
                     _ => attempt_wait = None,
                 }
             }
@@ -189,6 +199,10 @@ async fn connect_loop(
             _ => ivl,
         };
         attempt_wait = Some(wait);
+        core.monitors.emit(|| MonitorEvent::ConnectRetried {
+            endpoint: endpoint.clone(),
+            retry_in: wait,
+        });
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = accepting.cancelled() => break,

@@ -289,6 +289,23 @@ impl Socket {
         })
     }
 
+    /// A stream of connection events (listening, accepted, connected, retried, handshake
+    /// succeeded/failed with the typed reason, disconnected). Each call makes an independent monitor.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use zmtp::{MonitorEvent, Socket, SocketType};
+    /// let pull = Socket::new(SocketType::Pull);
+    /// let mut events = pull.monitor();
+    /// pull.bind("tcp://127.0.0.1:*").await?;
+    /// assert!(matches!(events.next_event().await, Some(MonitorEvent::Listening { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub fn monitor(&self) -> crate::Monitor {
+        self.inner.core.monitors.subscribe()
+    }
+
     /// ROUTER: the routing ids of currently connected peers.
     pub fn peer_routing_ids(&self) -> Vec<Bytes> {
         self.inner.core.state().routes.keys().cloned().collect()
