@@ -1,0 +1,39 @@
+//! `local_thr <bind-to> <message-size> <message-count>`: PULL throughput receiver, as libzmq's perf tool.
+
+use std::time::Instant;
+
+use zmtp::{Socket, SocketType};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 4 {
+        eprintln!("usage: local_thr <bind-to> <message-size> <message-count>");
+        std::process::exit(1);
+    }
+    let (size, count): (usize, usize) = (args[2].parse()?, args[3].parse()?);
+    let pull = Socket::new(SocketType::Pull);
+    pull.bind(&args[1]).await?;
+    let first = pull.recv().await?;
+    check_size(first.byte_len(), size);
+    let start = Instant::now();
+    for _ in 1..count {
+        let msg = pull.recv().await?;
+        check_size(msg.byte_len(), size);
+    }
+    let elapsed_us = (start.elapsed().as_micros() as f64).max(1.0);
+    let throughput = count as f64 * 1e6 / elapsed_us;
+    let megabits = throughput * size as f64 * 8.0 / 1e6;
+    println!("message size: {size} [B]");
+    println!("message count: {count}");
+    println!("mean throughput: {} [msg/s]", throughput as u64);
+    println!("mean throughput: {megabits:.3} [Mb/s]");
+    Ok(())
+}
+
+fn check_size(got: usize, want: usize) {
+    if got != want {
+        eprintln!("message of incorrect size received: {got} (expected {want})");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,36 @@
+//! `remote_lat <connect-to> <message-size> <roundtrip-count>`: REQ side; prints one-way latency.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use zmtp::{Message, Socket, SocketType};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 4 {
+        eprintln!("usage: remote_lat <connect-to> <message-size> <roundtrip-count>");
+        std::process::exit(1);
+    }
+    let (size, count): (usize, usize) = (args[2].parse()?, args[3].parse()?);
+    let req = Socket::new(SocketType::Req);
+    req.connect(&args[1]).await?;
+    let payload = Bytes::from(vec![0u8; size]);
+    let start = Instant::now();
+    for _ in 0..count {
+        req.send(Message::single(payload.clone())).await?;
+        let reply = req.recv().await?;
+        if reply.byte_len() != size {
+            eprintln!("message of incorrect size received");
+            std::process::exit(1);
+        }
+    }
+    let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
+    println!("message size: {size} [B]");
+    println!("roundtrip count: {count}");
+    println!(
+        "average latency: {:.3} [us]",
+        elapsed_us / (count as f64 * 2.0)
+    );
+    Ok(())
+}
