@@ -54,7 +54,7 @@ where
 
     let mut codec = FrameCodec::new(opts.maxmsgsize);
     loop {
-        while let Some(frame) = codec.decode(&mut buf)? {
+        if let Some(frame) = codec.decode(&mut buf)? {
             if !frame.is_command() {
                 return Err(HandshakeError::UnexpectedMessage.into());
             }

@@ -472,13 +472,22 @@ impl Core {
 
     /// Checks that this socket type can receive at all, and REQ/REP state.
     pub fn check_recv(&self) -> Result<()> {
-        let state = self.state();
         match self.socket_type {
-            SocketType::Push | SocketType::Pub => Err(Error::NotSupported(self.socket_type)),
-            SocketType::Req if state.req.awaiting.is_none() => Err(Error::InvalidState),
-            SocketType::Rep if state.rep.pending.is_some() => Err(Error::InvalidState),
-            _ if state.closed => Err(Error::Closed),
-            _ => Ok(()),
+            SocketType::Push | SocketType::Pub => {
+                return Err(Error::NotSupported(self.socket_type));
+            }
+            SocketType::Req if self.state().req.awaiting.is_none() => {
+                return Err(Error::InvalidState);
+            }
+            SocketType::Rep if self.state().rep.pending.is_some() => {
+                return Err(Error::InvalidState);
+            }
+            _ => {}
+        }
+        if self.closing.is_cancelled() {
+            Err(Error::Closed)
+        } else {
+            Ok(())
         }
     }
 

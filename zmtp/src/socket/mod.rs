@@ -200,7 +200,11 @@ impl Socket {
     /// completes, the message was not sent at all.
     pub async fn send(&self, msg: impl Into<Message>) -> Result<()> {
         let core = &self.inner.core;
-        let mut slot = Some(msg.into());
+        // Fast path first: registering as a waiter costs more than a send.
+        let mut slot = match core.try_send(msg.into())? {
+            TrySend::Sent => return Ok(()),
+            TrySend::Full(msg) => Some(msg),
+        };
         core.space
             .wait_until(
                 || match core.try_send(slot.take().expect("message present")) {

@@ -1,0 +1,165 @@
+//! Transport behaviour: tcp wildcards and IPv6, ipc socket files, inproc ordering, endpoint errors.
+
+use std::time::Duration;
+
+use zmtp::{Error, Socket, SocketType};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+async fn round_trip(bind: &str) -> String {
+    let pull = Socket::new(SocketType::Pull);
+    let bound = pull.bind(bind).await.expect("bind");
+    let push = Socket::new(SocketType::Push);
+    push.connect(&bound).await.unwrap();
+    push.send("over the wire").await.unwrap();
+    assert_eq!(pull.recv().await.unwrap()[0], "over the wire");
+    bound
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_ipv4_os_assigned_port_is_reported() {
+    tokio::time::timeout(LIMIT, async {
+        let bound = round_trip("tcp://127.0.0.1:*").await;
+        let port: u16 = bound.rsplit(':').next().unwrap().parse().unwrap();
+        assert_ne!(port, 0);
+        assert!(bound.starts_with("tcp://127.0.0.1:"));
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_ipv6_loopback() {
+    tokio::time::timeout(LIMIT, async {
+        let bound = round_trip("tcp://[::1]:0").await;
+        assert!(bound.starts_with("tcp://[::1]:"), "{bound}");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_wildcard_bind_accepts_loopback() {
+    tokio::time::timeout(LIMIT, async {
+        let pull = Socket::new(SocketType::Pull);
+        let bound = pull.bind("tcp://*:*").await.unwrap();
+        assert!(bound.starts_with("tcp://0.0.0.0:"), "{bound}");
+        assert_eq!(pull.last_endpoint().as_deref(), Some(bound.as_str()));
+        let port = bound.rsplit(':').next().unwrap();
+        let push = Socket::new(SocketType::Push);
+        push.connect(&format!("tcp://localhost:{port}"))
+            .await
+            .unwrap();
+        push.send("via localhost").await.unwrap();
+        assert_eq!(pull.recv().await.unwrap()[0], "via localhost");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_port_in_use_is_an_error() {
+    let first = Socket::new(SocketType::Pull);
+    let bound = first.bind("tcp://127.0.0.1:*").await.unwrap();
+    let second = Socket::new(SocketType::Pull);
+    assert!(matches!(second.bind(&bound).await, Err(Error::Io(_))));
+}
+
+fn ipc_path(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("zmtp-test-{}-{name}.ipc", std::process::id()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipc_stale_socket_file_is_replaced() {
+    tokio::time::timeout(LIMIT, async {
+        let path = ipc_path("stale");
+        let _ = std::fs::remove_file(&path);
+        // A socket file nobody listens on, as left behind by a crashed process.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        round_trip(&format!("ipc://{}", path.display())).await;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipc_live_socket_file_is_in_use_and_removed_on_unbind() {
+    tokio::time::timeout(LIMIT, async {
+        let path = ipc_path("live");
+        let _ = std::fs::remove_file(&path);
+        let ep = format!("ipc://{}", path.display());
+        let first = Socket::new(SocketType::Pull);
+        first.bind(&ep).await.unwrap();
+        let second = Socket::new(SocketType::Pull);
+        assert!(matches!(second.bind(&ep).await, Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::AddrInUse));
+        first.unbind(&ep).await.unwrap();
+        // The listener task drops the file when it stops; wait for that without sleeping blindly.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while path.exists() {
+            assert!(tokio::time::Instant::now() < deadline, "socket file not removed");
+            tokio::task::yield_now().await;
+        }
+        second.bind(&ep).await.unwrap();
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipc_wildcard_makes_a_fresh_path() {
+    tokio::time::timeout(LIMIT, async {
+        let bound = round_trip("ipc://*").await;
+        assert!(
+            bound.starts_with("ipc://") && bound.len() > "ipc://".len() + 2,
+            "{bound}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inproc_connect_before_bind_and_name_in_use() {
+    tokio::time::timeout(LIMIT, async {
+        let name = format!("inproc://order-{}", std::process::id());
+        let push = Socket::new(SocketType::Push);
+        push.connect(&name).await.unwrap();
+        push.send("queued before bind").await.unwrap();
+        let pull = Socket::new(SocketType::Pull);
+        pull.bind(&name).await.unwrap();
+        assert_eq!(pull.recv().await.unwrap()[0], "queued before bind");
+        let other = Socket::new(SocketType::Pull);
+        assert!(matches!(
+            other.bind(&name).await,
+            Err(Error::AddressInUse(_))
+        ));
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_endpoints_are_typed_errors() {
+    let s = Socket::new(SocketType::Dealer);
+    assert!(matches!(
+        s.bind("tcp://127.0.0.1").await,
+        Err(Error::InvalidEndpoint(..))
+    ));
+    assert!(matches!(
+        s.connect("udp://127.0.0.1:5").await,
+        Err(Error::UnsupportedTransport(_))
+    ));
+    assert!(matches!(
+        s.bind("tcp://no-such-host.invalid:5").await,
+        Err(Error::Io(_))
+    ));
+    assert!(matches!(
+        s.unbind("tcp://127.0.0.1:1").await,
+        Err(Error::EndpointNotFound(_))
+    ));
+    assert!(matches!(
+        s.disconnect("tcp://127.0.0.1:1").await,
+        Err(Error::EndpointNotFound(_))
+    ));
+}
