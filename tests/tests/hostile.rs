@@ -19,9 +19,7 @@ const TEST_LIMIT: Duration = Duration::from_secs(20);
 const STEP: Duration = Duration::from_secs(5);
 
 async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::time::timeout(TEST_LIMIT, f)
-        .await
-        .expect("test exceeded its time limit");
+    tokio::time::timeout(TEST_LIMIT, f).await.expect("test exceeded its time limit");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -106,10 +104,7 @@ fn assert_our_greeting(g: &[u8]) {
     assert_eq!(g[9] & 1, 1, "signature end bit 0");
     assert_eq!(&g[10..12], &[3, 1], "we advertise ZMTP 3.1");
     assert_eq!(&g[12..16], b"NULL");
-    assert!(
-        g[16..64].iter().all(|&b| b == 0),
-        "mechanism padding, as-server and filler are zero"
-    );
+    assert!(g[16..64].iter().all(|&b| b == 0), "mechanism padding, as-server and filler are zero");
 }
 
 /// A raw TCP peer speaking hand-built ZMTP.
@@ -121,23 +116,15 @@ struct Raw {
 impl Raw {
     async fn connect(endpoint: &str) -> Raw {
         let addr = endpoint.strip_prefix("tcp://").expect("tcp endpoint");
-        let stream = tokio::time::timeout(STEP, TcpStream::connect(addr))
-            .await
-            .expect("connect timed out")
-            .expect("connect");
+        let stream =
+            tokio::time::timeout(STEP, TcpStream::connect(addr)).await.expect("connect timed out").expect("connect");
         stream.set_nodelay(true).unwrap();
-        Raw {
-            stream,
-            buf: BytesMut::new(),
-        }
+        Raw { stream, buf: BytesMut::new() }
     }
 
     fn from_stream(stream: TcpStream) -> Raw {
         stream.set_nodelay(true).unwrap();
-        Raw {
-            stream,
-            buf: BytesMut::new(),
-        }
+        Raw { stream, buf: BytesMut::new() }
     }
 
     /// Our address as the other side's monitor reports it.
@@ -180,10 +167,7 @@ impl Raw {
         let long = self.buf[0] & 0x02 != 0;
         let (header, size) = if long {
             self.fill(9).await;
-            (
-                9,
-                u64::from_be_bytes(self.buf[1..9].try_into().unwrap()) as usize,
-            )
+            (9, u64::from_be_bytes(self.buf[1..9].try_into().unwrap()) as usize)
         } else {
             (2, self.buf[1] as usize)
         };
@@ -225,9 +209,7 @@ impl Raw {
                 }
             }
         };
-        tokio::time::timeout(STEP, closed)
-            .await
-            .expect("our socket did not close the hostile connection");
+        tokio::time::timeout(STEP, closed).await.expect("our socket did not close the hostile connection");
         start.elapsed()
     }
 }
@@ -259,9 +241,7 @@ async fn failure_of(monitor: &mut Monitor, peer: &str) -> Failure {
             }
         }
     };
-    tokio::time::timeout(STEP, wait)
-        .await
-        .unwrap_or_else(|_| panic!("no failure event for {peer}"))
+    tokio::time::timeout(STEP, wait).await.unwrap_or_else(|_| panic!("no failure event for {peer}"))
 }
 
 /// Expects `HandshakeFailed` for `peer` and returns its error.
@@ -293,16 +273,11 @@ async fn handshake_success(monitor: &mut Monitor, peer: &str) {
             }
         }
     };
-    tokio::time::timeout(STEP, wait)
-        .await
-        .unwrap_or_else(|_| panic!("no HandshakeSucceeded for {peer}"));
+    tokio::time::timeout(STEP, wait).await.unwrap_or_else(|_| panic!("no HandshakeSucceeded for {peer}"));
 }
 
 async fn recv_within(sock: &Socket) -> Message {
-    tokio::time::timeout(STEP, sock.recv())
-        .await
-        .expect("recv timed out")
-        .expect("recv failed")
+    tokio::time::timeout(STEP, sock.recv()).await.expect("recv timed out").expect("recv failed")
 }
 
 /// A bound victim socket with a monitor and a good peer connected before any attack.
@@ -330,14 +305,7 @@ impl Victim {
         let good = Socket::new(good_type);
         good.set_linger(Some(Duration::ZERO));
         good.connect(&endpoint).await.expect("connect good peer");
-        let mut v = Victim {
-            sock,
-            endpoint,
-            monitor,
-            good,
-            good_type,
-            seq: 0,
-        };
+        let mut v = Victim { sock, endpoint, monitor, good, good_type, seq: 0 };
         let good = v.good.clone();
         v.round_trip(&good).await;
         v
@@ -441,10 +409,7 @@ async fn garbage_greeting_is_refused_with_bad_signature() {
             a.expect_closed().await;
             let e = handshake_failure(&mut v.monitor, &peer).await;
             assert!(
-                matches!(
-                    &*e,
-                    ConnectionError::Greeting(GreetingError::BadSignature { first: 0x47, .. })
-                ),
+                matches!(&*e, ConnectionError::Greeting(GreetingError::BadSignature { first: 0x47, .. })),
                 "{kind:?}: got {e:?}"
             );
 
@@ -458,13 +423,7 @@ async fn garbage_greeting_is_refused_with_bad_signature() {
             a.expect_closed().await;
             let e = handshake_failure(&mut v.monitor, &peer).await;
             assert!(
-                matches!(
-                    &*e,
-                    ConnectionError::Greeting(GreetingError::BadSignature {
-                        first: 0xFF,
-                        last: 0x42
-                    })
-                ),
+                matches!(&*e, ConnectionError::Greeting(GreetingError::BadSignature { first: 0xFF, last: 0x42 })),
                 "{kind:?}: got {e:?}"
             );
 
@@ -475,10 +434,7 @@ async fn garbage_greeting_is_refused_with_bad_signature() {
             a.expect_closed().await;
             let e = handshake_failure(&mut v.monitor, &peer).await;
             assert!(
-                matches!(
-                    &*e,
-                    ConnectionError::Greeting(GreetingError::BadSignature { first: b'G', .. })
-                ),
+                matches!(&*e, ConnectionError::Greeting(GreetingError::BadSignature { first: b'G', .. })),
                 "{kind:?}: got {e:?}"
             );
 
@@ -494,9 +450,7 @@ async fn zmtp_revisions_1_and_2_are_refused() {
         let mut v = Victim::new(SocketType::Pull, |_| {}).await;
         for revision in [1u8, 2] {
             // ZMTP 2.0-style greeting: signature, revision, socket type (PUSH = 8), empty identity.
-            let mut hello = vec![
-                0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, revision, 0x08, 0x00, 0x00,
-            ];
+            let mut hello = vec![0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, revision, 0x08, 0x00, 0x00];
             hello.extend_from_slice(&[0u8; 50]);
             let mut a = v.attacker().await;
             let peer = a.local();
@@ -588,11 +542,7 @@ async fn huge_claim_then_stall(v: &mut Victim, size: u64) {
     attack.extend_from_slice(&long_header(0, size));
     attack.extend_from_slice(b"only a few bytes");
     a.send(&attack).await;
-    assert_eq!(
-        a.read_frame().await,
-        command("PONG", b"sync"),
-        "PONG before the claimed frame"
-    );
+    assert_eq!(a.read_frame().await, command("PONG", b"sync"), "PONG before the claimed frame");
     // Sample memory for a while the reader sits on the claim, and serve the good peers meanwhile.
     let mut peak = vm_rss_kib();
     v.assert_good_peers_served().await;
@@ -610,10 +560,7 @@ async fn huge_claim_then_stall(v: &mut Victim, size: u64) {
     // The attacker leaves: the connection ends as a plain peer close.
     drop(a);
     let e = disconnect_failure(&mut v.monitor, &peer).await;
-    assert!(
-        matches!(&*e, ConnectionError::PeerClosed),
-        "claim of {size} bytes: got {e:?}"
-    );
+    assert!(matches!(&*e, ConnectionError::PeerClosed), "claim of {size} bytes: got {e:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -640,16 +587,7 @@ async fn frame_over_maxmsgsize_is_refused() {
         a.send_attack(&frame(0, &[0xAB; 2000])).await;
         a.expect_closed().await;
         let e = disconnect_failure(&mut v.monitor, &peer).await;
-        assert!(
-            matches!(
-                &*e,
-                ConnectionError::Frame(FrameError::TooLarge {
-                    size: 2000,
-                    max: 1000
-                })
-            ),
-            "got {e:?}"
-        );
+        assert!(matches!(&*e, ConnectionError::Frame(FrameError::TooLarge { size: 2000, max: 1000 })), "got {e:?}");
 
         // Only the header of a 1001-byte frame: refused on the header, before any body arrives.
         let mut a = v.attacker().await;
@@ -658,16 +596,7 @@ async fn frame_over_maxmsgsize_is_refused() {
         a.send_attack(&long_header(0x01, 1001)).await;
         a.expect_closed().await;
         let e = disconnect_failure(&mut v.monitor, &peer).await;
-        assert!(
-            matches!(
-                &*e,
-                ConnectionError::Frame(FrameError::TooLarge {
-                    size: 1001,
-                    max: 1000
-                })
-            ),
-            "got {e:?}"
-        );
+        assert!(matches!(&*e, ConnectionError::Frame(FrameError::TooLarge { size: 1001, max: 1000 })), "got {e:?}");
 
         // A frame of exactly MAXMSGSIZE is fine (the limit is inclusive, as in libzmq).
         let mut a = v.attacker().await;
@@ -734,10 +663,7 @@ async fn truncated_command_is_refused() {
         a.send_attack(&truncated).await;
         a.expect_closed().await;
         let e = disconnect_failure(&mut v.monitor, &peer).await;
-        assert!(
-            matches!(&*e, ConnectionError::Command(CommandError::Malformed(_))),
-            "after handshake: got {e:?}"
-        );
+        assert!(matches!(&*e, ConnectionError::Command(CommandError::Malformed(_))), "after handshake: got {e:?}");
 
         // READY whose metadata value length runs past the frame.
         let mut a = v.attacker().await;
@@ -768,11 +694,9 @@ async fn truncated_command_is_refused() {
 async fn ready_with_incompatible_socket_type_is_refused() {
     bounded(async {
         let mut v = Victim::new(SocketType::Pull, |_| {}).await;
-        for (theirs, peer_type) in [
-            ("PUB", SocketType::Pub),
-            ("PULL", SocketType::Pull),
-            ("DEALER", SocketType::Dealer),
-        ] {
+        for (theirs, peer_type) in
+            [("PUB", SocketType::Pub), ("PULL", SocketType::Pull), ("DEALER", SocketType::Dealer)]
+        {
             let mut a = v.attacker().await;
             let peer = a.local();
             a.send(&greeting(3, 1, "NULL")).await;
@@ -847,13 +771,7 @@ async fn message_frame_before_ready_is_refused() {
         a.send_attack(&frame(0, b"sneaky")).await;
         a.expect_closed().await;
         let e = handshake_failure(&mut v.monitor, &peer).await;
-        assert!(
-            matches!(
-                &*e,
-                ConnectionError::Handshake(HandshakeError::UnexpectedMessage)
-            ),
-            "got {e:?}"
-        );
+        assert!(matches!(&*e, ConnectionError::Handshake(HandshakeError::UnexpectedMessage)), "got {e:?}");
         // The sneaky message was never delivered: the next message is the good peer's.
         v.assert_good_peers_served().await;
         assert!(matches!(v.sock.try_recv(), Err(zmtp::Error::WouldBlock)));
@@ -876,10 +794,7 @@ async fn stalled_handshakes_time_out() {
         a.expect_closed().await;
         let took = start.elapsed();
         let e = handshake_failure(&mut v.monitor, &peer).await;
-        assert!(
-            matches!(&*e, ConnectionError::HandshakeTimeout),
-            "got {e:?}"
-        );
+        assert!(matches!(&*e, ConnectionError::HandshakeTimeout), "got {e:?}");
         assert!(!e.is_protocol());
         assert!(
             took >= ivl - Duration::from_millis(20) && took < Duration::from_secs(3),
@@ -894,10 +809,7 @@ async fn stalled_handshakes_time_out() {
         a.expect_closed().await;
         let took = start.elapsed();
         let e = handshake_failure(&mut v.monitor, &peer).await;
-        assert!(
-            matches!(&*e, ConnectionError::HandshakeTimeout),
-            "got {e:?}"
-        );
+        assert!(matches!(&*e, ConnectionError::HandshakeTimeout), "got {e:?}");
         assert!(
             took >= ivl - Duration::from_millis(20) && took < Duration::from_secs(3),
             "closed after {took:?} with HANDSHAKE_IVL {ivl:?}"
@@ -909,10 +821,7 @@ async fn stalled_handshakes_time_out() {
         a.send(&greeting(3, 1, "NULL")[..30]).await;
         a.expect_closed().await;
         let e = handshake_failure(&mut v.monitor, &peer).await;
-        assert!(
-            matches!(&*e, ConnectionError::HandshakeTimeout),
-            "got {e:?}"
-        );
+        assert!(matches!(&*e, ConnectionError::HandshakeTimeout), "got {e:?}");
 
         v.assert_good_peers_served().await;
     })
@@ -933,8 +842,7 @@ async fn many_stalled_connections_do_not_starve_a_good_peer() {
             a.send(&[0xFF, 0, 0, 0, 0]).await; // a partial greeting
             attackers.push(a);
         }
-        let mut pending: std::collections::HashSet<String> =
-            attackers.iter().map(Raw::local).collect();
+        let mut pending: std::collections::HashSet<String> = attackers.iter().map(Raw::local).collect();
         // Wait until our socket has accepted every one of them.
         let accepted = async {
             while !pending.is_empty() {
@@ -943,35 +851,23 @@ async fn many_stalled_connections_do_not_starve_a_good_peer() {
                 }
             }
         };
-        tokio::time::timeout(STEP, accepted)
-            .await
-            .expect("not all stalled connections were accepted");
+        tokio::time::timeout(STEP, accepted).await.expect("not all stalled connections were accepted");
 
         // With all of them pending, both the existing and a newly connected good peer are served
         // promptly.
         let served_start = Instant::now();
         v.assert_good_peers_served().await;
         let served = served_start.elapsed();
-        assert!(
-            served < Duration::from_secs(1),
-            "good peers took {served:?}"
-        );
-        assert!(
-            attack_start.elapsed() < ivl,
-            "the check must run while the stalls are pending"
-        );
+        assert!(served < Duration::from_secs(1), "good peers took {served:?}");
+        assert!(attack_start.elapsed() < ivl, "the check must run while the stalls are pending");
 
         // Then every stalled connection times out and is closed.
-        let mut timed_out: std::collections::HashSet<String> =
-            attackers.iter().map(Raw::local).collect();
+        let mut timed_out: std::collections::HashSet<String> = attackers.iter().map(Raw::local).collect();
         let all_failed = async {
             while !timed_out.is_empty() {
                 match v.monitor.next_event().await.expect("monitor ended") {
                     MonitorEvent::HandshakeFailed { peer, error, .. } => {
-                        assert!(
-                            matches!(&*error, ConnectionError::HandshakeTimeout),
-                            "{peer}: {error:?}"
-                        );
+                        assert!(matches!(&*error, ConnectionError::HandshakeTimeout), "{peer}: {error:?}");
                         timed_out.remove(&peer);
                     }
                     MonitorEvent::Disconnected { peer, error, .. } if timed_out.contains(&peer) => {
@@ -981,9 +877,7 @@ async fn many_stalled_connections_do_not_starve_a_good_peer() {
                 }
             }
         };
-        tokio::time::timeout(ivl + STEP, all_failed)
-            .await
-            .expect("not every stalled connection timed out");
+        tokio::time::timeout(ivl + STEP, all_failed).await.expect("not every stalled connection timed out");
         for a in &mut attackers {
             a.expect_closed().await;
         }
@@ -1004,11 +898,7 @@ async fn ping_is_answered_with_pong_echoing_context() {
             let mut a = v.attacker().await;
             assert_eq!(a.handshake(minor, "PUSH").await, expected_ready("PULL"));
             a.send(&ping(0, b"abc")).await;
-            assert_eq!(
-                a.read_frame().await,
-                b"\x04\x08\x04PONGabc",
-                "PONG on a 3.{minor} link"
-            );
+            assert_eq!(a.read_frame().await, b"\x04\x08\x04PONGabc", "PONG on a 3.{minor} link");
             // With a TTL and an empty context.
             a.send(&ping(100, b"")).await;
             assert_eq!(a.read_frame().await, b"\x04\x05\x04PONG");
@@ -1041,10 +931,7 @@ async fn assert_filtered(
     loop {
         i += 1;
         assert!(i < 500, "subscription to {wanted:?} never took effect");
-        pub_sock
-            .send(format!("{unwanted}-probe-{i}"))
-            .await
-            .unwrap();
+        pub_sock.send(format!("{unwanted}-probe-{i}")).await.unwrap();
         pub_sock.send(format!("{wanted}-probe-{i}")).await.unwrap();
         let mut switched = false;
         while let Some(f) = raw.try_read_frame(Duration::from_millis(20)).await {
@@ -1097,8 +984,7 @@ async fn raw_zmtp30_subscriber_uses_message_form() {
         assert_filtered(&publisher, &mut raw, "A", "B", false).await;
 
         // Cancel "A" and subscribe "C", both in message form.
-        raw.send(&[0x00, 0x02, 0x00, b'A', 0x00, 0x02, 0x01, b'C'])
-            .await;
+        raw.send(&[0x00, 0x02, 0x00, b'A', 0x00, 0x02, 0x01, b'C']).await;
         assert_filtered(&publisher, &mut raw, "C", "A", true).await;
 
         // PUB accepts the 3.1 command form from the same 3.0 peer too (libzmq is liberal).
@@ -1115,10 +1001,7 @@ async fn raw_pub_with_our_sub(minor: u8, sub: &Socket) -> Raw {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     sub.connect(&format!("tcp://{addr}")).await.unwrap();
-    let (stream, _) = tokio::time::timeout(STEP, listener.accept())
-        .await
-        .expect("our SUB never connected")
-        .unwrap();
+    let (stream, _) = tokio::time::timeout(STEP, listener.accept()).await.expect("our SUB never connected").unwrap();
     let mut raw = Raw::from_stream(stream);
     raw.send(&greeting(3, minor, "NULL")).await;
     assert_our_greeting(&raw.read_greeting().await);

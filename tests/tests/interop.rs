@@ -65,10 +65,7 @@ impl Json {
     }
 
     fn parse(text: &str) -> Result<Json, String> {
-        let mut p = JsonParser {
-            b: text.as_bytes(),
-            i: 0,
-        };
+        let mut p = JsonParser { b: text.as_bytes(), i: 0 };
         let v = p.value()?;
         p.ws();
         if p.i != p.b.len() {
@@ -236,10 +233,7 @@ impl JsonParser<'_> {
             b'n' => self.literal("null", Json::Null),
             _ => {
                 let start = self.i;
-                while self
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_digit() || b"+-.eE".contains(&c))
-                {
+                while self.peek().is_some_and(|c| c.is_ascii_digit() || b"+-.eE".contains(&c)) {
                     self.i += 1;
                 }
                 std::str::from_utf8(&self.b[start..self.i])
@@ -254,8 +248,7 @@ impl JsonParser<'_> {
     fn hex4(&mut self) -> Result<u32, String> {
         let digits = self.b.get(self.i..self.i + 4).ok_or("short \\u escape")?;
         self.i += 4;
-        u32::from_str_radix(std::str::from_utf8(digits).map_err(|e| e.to_string())?, 16)
-            .map_err(|e| e.to_string())
+        u32::from_str_radix(std::str::from_utf8(digits).map_err(|e| e.to_string())?, 16).map_err(|e| e.to_string())
     }
 
     fn string(&mut self) -> Result<String, String> {
@@ -283,9 +276,7 @@ impl JsonParser<'_> {
                         b't' => '\t',
                         b'u' => {
                             let hi = self.hex4()?;
-                            let code = if (0xD800..0xDC00).contains(&hi)
-                                && self.b[self.i..].starts_with(b"\\u")
-                            {
+                            let code = if (0xD800..0xDC00).contains(&hi) && self.b[self.i..].starts_with(b"\\u") {
                                 self.i += 2;
                                 let lo = self.hex4()?;
                                 0x10000 + ((hi - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
@@ -318,7 +309,7 @@ fn to_hex(b: &[u8]) -> String {
 }
 
 fn from_hex(s: &str) -> Bytes {
-    assert!(s.len() % 2 == 0, "odd-length hex from peer");
+    assert!(s.len().is_multiple_of(2), "odd-length hex from peer");
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex from peer"))
@@ -332,17 +323,11 @@ fn gen_frame(n: usize) -> Bytes {
 }
 
 fn msg<T: AsRef<[u8]>>(frames: &[T]) -> Message {
-    frames
-        .iter()
-        .map(|f| Bytes::copy_from_slice(f.as_ref()))
-        .collect()
+    frames.iter().map(|f| Bytes::copy_from_slice(f.as_ref())).collect()
 }
 
 fn bytes_vec<T: AsRef<[u8]>>(frames: &[T]) -> Vec<Bytes> {
-    frames
-        .iter()
-        .map(|f| Bytes::copy_from_slice(f.as_ref()))
-        .collect()
+    frames.iter().map(|f| Bytes::copy_from_slice(f.as_ref())).collect()
 }
 
 /// Short human-readable rendering of frames (large ones summarised).
@@ -354,11 +339,7 @@ fn show<T: AsRef<[u8]>>(frames: &[T]) -> String {
             if f.len() <= 40 {
                 format!("{:?}", String::from_utf8_lossy(f))
             } else {
-                format!(
-                    "<{} bytes: {:?}…>",
-                    f.len(),
-                    String::from_utf8_lossy(&f[..16])
-                )
+                format!("<{} bytes: {:?}…>", f.len(), String::from_utf8_lossy(&f[..16]))
             }
         })
         .collect();
@@ -367,11 +348,7 @@ fn show<T: AsRef<[u8]>>(frames: &[T]) -> String {
 
 #[track_caller]
 fn assert_frames<A: AsRef<[u8]>, E: AsRef<[u8]>>(actual: &[A], expected: &[E], what: &str) {
-    let same = actual.len() == expected.len()
-        && actual
-            .iter()
-            .zip(expected)
-            .all(|(a, e)| a.as_ref() == e.as_ref());
+    let same = actual.len() == expected.len() && actual.iter().zip(expected).all(|(a, e)| a.as_ref() == e.as_ref());
     if !same {
         let detail = actual
             .iter()
@@ -381,11 +358,7 @@ fn assert_frames<A: AsRef<[u8]>, E: AsRef<[u8]>>(actual: &[A], expected: &[E], w
             .map(|(i, (a, e))| {
                 let (a, e) = (a.as_ref(), e.as_ref());
                 let at = a.iter().zip(e).position(|(x, y)| x != y);
-                format!(
-                    "; frame {i} differs: {} vs {} bytes, first differing byte at {at:?}",
-                    a.len(),
-                    e.len()
-                )
+                format!("; frame {i} differs: {} vs {} bytes, first differing byte at {at:?}", a.len(), e.len())
             })
             .unwrap_or_default();
         panic!(
@@ -433,9 +406,7 @@ async fn recv(socket: &Socket) -> Vec<Bytes> {
 
 /// Runs a test body with the overall time limit.
 async fn bounded(body: impl Future<Output = ()>) {
-    timeout(TEST_LIMIT, body)
-        .await
-        .expect("interop test exceeded its 20 s limit");
+    timeout(TEST_LIMIT, body).await.expect("interop test exceeded its 20 s limit");
 }
 
 /// Waits (bounded) until the monitor reports a completed handshake.
@@ -448,8 +419,7 @@ async fn wait_handshake(mon: &mut zmtp::Monitor) {
             .expect("monitor ended");
         match ev {
             MonitorEvent::HandshakeSucceeded { .. } => return,
-            MonitorEvent::HandshakeFailed { error, .. }
-            | MonitorEvent::Disconnected { error, .. } => {
+            MonitorEvent::HandshakeFailed { error, .. } | MonitorEvent::Disconnected { error, .. } => {
                 panic!("connection to libzmq failed before the handshake completed: {error}")
             }
             _ => {}
@@ -461,9 +431,7 @@ async fn wait_handshake(mon: &mut zmtp::Monitor) {
 /// `window`. Waiting out a window is the only way to assert an absence.
 async fn assert_no_connection_events(mon: &mut zmtp::Monitor, window: Duration) {
     if let Ok(ev) = timeout(window, mon.next_event()).await {
-        panic!(
-            "connection event during the idle heartbeat window (connection did not stay up): {ev:?}"
-        );
+        panic!("connection event during the idle heartbeat window (connection did not stay up): {ev:?}");
     }
 }
 
@@ -485,19 +453,11 @@ struct Cfg {
 }
 
 fn libzmq(socket_type: &str) -> Cfg {
-    Cfg {
-        fields: vec![("type".to_owned(), socket_type.into())],
-        script: Vec::new(),
-    }
+    Cfg { fields: vec![("type".to_owned(), socket_type.into())], script: Vec::new() }
 }
 
 fn hex_list<T: AsRef<[u8]>>(frames: &[T]) -> Json {
-    Json::Arr(
-        frames
-            .iter()
-            .map(|f| Json::Str(to_hex(f.as_ref())))
-            .collect(),
-    )
+    Json::Arr(frames.iter().map(|f| Json::Str(to_hex(f.as_ref()))).collect())
 }
 
 /// A frame spec peer.py generates itself: `n` bytes, byte i = i % 251 (see [`gen_frame`]).
@@ -535,8 +495,7 @@ impl Cfg {
     }
 
     fn ignore(mut self, first_frames: &[&str]) -> Self {
-        self.fields
-            .push(("ignore".to_owned(), hex_list(first_frames)));
+        self.fields.push(("ignore".to_owned(), hex_list(first_frames)));
         self
     }
 
@@ -546,45 +505,27 @@ impl Cfg {
     }
 
     fn send<T: AsRef<[u8]>>(self, frames: &[T]) -> Self {
-        self.op(Json::obj(vec![
-            ("op", "send".into()),
-            ("frames", hex_list(frames)),
-        ]))
+        self.op(Json::obj(vec![("op", "send".into()), ("frames", hex_list(frames))]))
     }
 
     fn send_specs(self, frames: Vec<Json>) -> Self {
-        self.op(Json::obj(vec![
-            ("op", "send".into()),
-            ("frames", Json::Arr(frames)),
-        ]))
+        self.op(Json::obj(vec![("op", "send".into()), ("frames", Json::Arr(frames))]))
     }
 
     fn send_mandatory<T: AsRef<[u8]>>(self, frames: &[T]) -> Self {
-        self.op(Json::obj(vec![
-            ("op", "send_mandatory".into()),
-            ("frames", hex_list(frames)),
-        ]))
+        self.op(Json::obj(vec![("op", "send_mandatory".into()), ("frames", hex_list(frames))]))
     }
 
     fn recv(self, count: u64) -> Self {
-        self.op(Json::obj(vec![
-            ("op", "recv".into()),
-            ("count", count.into()),
-        ]))
+        self.op(Json::obj(vec![("op", "recv".into()), ("count", count.into())]))
     }
 
     fn echo(self, count: u64) -> Self {
-        self.op(Json::obj(vec![
-            ("op", "echo".into()),
-            ("count", count.into()),
-        ]))
+        self.op(Json::obj(vec![("op", "echo".into()), ("count", count.into())]))
     }
 
     fn sync(self, topics: &[&str]) -> Self {
-        self.op(Json::obj(vec![
-            ("op", "sync".into()),
-            ("topics", hex_list(topics)),
-        ]))
+        self.op(Json::obj(vec![("op", "sync".into()), ("topics", hex_list(topics))]))
     }
 
     fn send_until_stdin(self, messages: &[&[&str]]) -> Self {
@@ -601,10 +542,7 @@ impl Cfg {
     }
 
     fn mark(self, name: &str) -> Self {
-        self.op(Json::obj(vec![
-            ("op", "mark".into()),
-            ("name", name.into()),
-        ]))
+        self.op(Json::obj(vec![("op", "mark".into()), ("name", name.into())]))
     }
 
     fn to_json(&self) -> String {
@@ -614,12 +552,7 @@ impl Cfg {
     }
 
     fn describe(&self) -> String {
-        let get = |k: &str| {
-            self.fields
-                .iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.to_string())
-        };
+        let get = |k: &str| self.fields.iter().find(|(key, _)| key == k).map(|(_, v)| v.to_string());
         format!(
             "libzmq {} ({})",
             get("type").unwrap_or_default().trim_matches('"'),
@@ -671,13 +604,7 @@ impl Peer {
                 }
             }
         });
-        let mut peer = Peer {
-            child,
-            stdin,
-            events,
-            endpoint: String::new(),
-            name,
-        };
+        let mut peer = Peer { child, stdin, events, endpoint: String::new(), name };
         let ready = peer.next_event().await;
         assert_eq!(ready.event(), "ready", "{}: first line {ready}", peer.name);
         peer.endpoint = ready.str_field("endpoint").to_owned();
@@ -708,10 +635,7 @@ impl Peer {
     async fn next_event(&mut self) -> Json {
         match self.raw_event(STEP_LIMIT).await {
             Some(ev) => ev,
-            None => panic!(
-                "{}: no output from the libzmq peer within {STEP_LIMIT:?}",
-                self.name
-            ),
+            None => panic!("{}: no output from the libzmq peer within {STEP_LIMIT:?}", self.name),
         }
     }
 
@@ -722,12 +646,7 @@ impl Peer {
 
     async fn expect(&mut self, event: &str) -> Json {
         let ev = self.next_event().await;
-        assert_eq!(
-            ev.event(),
-            event,
-            "{}: unexpected output {ev:.300}",
-            self.name
-        );
+        assert_eq!(ev.event(), event, "{}: unexpected output {ev:.300}", self.name);
         ev
     }
 
@@ -779,17 +698,12 @@ enum Bind {
 async fn link(ours: &Socket, cfg: Cfg, bind: Bind) -> Peer {
     match bind {
         Bind::Ours => {
-            let endpoint = ours
-                .bind("tcp://127.0.0.1:*")
-                .await
-                .expect("our socket binds");
+            let endpoint = ours.bind("tcp://127.0.0.1:*").await.expect("our socket binds");
             Peer::spawn(&cfg.connect(&endpoint)).await
         }
         Bind::Libzmq => {
             let peer = Peer::spawn(&cfg.bind("tcp://127.0.0.1:*")).await;
-            ours.connect(&peer.endpoint)
-                .await
-                .expect("our socket connects");
+            ours.connect(&peer.endpoint).await.expect("our socket connects");
             peer
         }
     }
@@ -823,44 +737,24 @@ async fn req_to_libzmq_rep(bind: Bind) {
     assert_frames(&recv(&req).await, &["hello"], "our REQ reply");
 
     send(&req, &["multi", "part", "request"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["multi", "part", "request"],
-        "libzmq REP request 2",
-    );
-    assert_frames(
-        &recv(&req).await,
-        &["multi", "part", "request"],
-        "our REQ reply 2",
-    );
+    assert_frames(&peer.expect_recv().await, &["multi", "part", "request"], "libzmq REP request 2");
+    assert_frames(&recv(&req).await, &["multi", "part", "request"], "our REQ reply 2");
     peer.finish().await;
 }
 both_binds!(req_to_libzmq_rep => req_to_libzmq_rep_bind_ours, req_to_libzmq_rep_bind_libzmq);
 
 async fn libzmq_req_to_rep(bind: Bind) {
     let rep = Socket::new(SocketType::Rep);
-    let cfg = libzmq("REQ")
-        .send(&["q1"])
-        .recv(1)
-        .send(&["q2a", "q2b", "q2c"])
-        .recv(1);
+    let cfg = libzmq("REQ").send(&["q1"]).recv(1).send(&["q2a", "q2b", "q2c"]).recv(1);
     let mut peer = link(&rep, cfg, bind).await;
 
     assert_frames(&recv(&rep).await, &["q1"], "our REP request");
     send(&rep, &["r1"]).await;
     assert_frames(&peer.expect_recv().await, &["r1"], "libzmq REQ reply");
 
-    assert_frames(
-        &recv(&rep).await,
-        &["q2a", "q2b", "q2c"],
-        "our REP request 2",
-    );
+    assert_frames(&recv(&rep).await, &["q2a", "q2b", "q2c"], "our REP request 2");
     send(&rep, &["r2a", "", "r2c"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["r2a", "", "r2c"],
-        "libzmq REQ reply 2",
-    );
+    assert_frames(&peer.expect_recv().await, &["r2a", "", "r2c"], "libzmq REQ reply 2");
     peer.finish().await;
 }
 both_binds!(libzmq_req_to_rep => libzmq_req_to_rep_bind_ours, libzmq_req_to_rep_bind_libzmq);
@@ -887,11 +781,7 @@ async fn libzmq_req_to_router(bind: Bind) {
     assert_eq!(got.len(), 3, "our ROUTER got {}", show(&got));
     assert_generated_routing_id(&got[0], "our ROUTER's id for libzmq REQ");
     assert_frames(&got[1..], &["", "hi"], "our ROUTER envelope + body");
-    send_msg(
-        &router,
-        msg(&[got[0].clone(), Bytes::new(), Bytes::from_static(b"re:hi")]),
-    )
-    .await;
+    send_msg(&router, msg(&[got[0].clone(), Bytes::new(), Bytes::from_static(b"re:hi")])).await;
     assert_frames(&peer.expect_recv().await, &["re:hi"], "libzmq REQ reply");
     peer.finish().await;
 }
@@ -902,16 +792,8 @@ async fn dealer_to_libzmq_rep(bind: Bind) {
     let mut peer = link(&dealer, libzmq("REP").echo(1), bind).await;
 
     send(&dealer, &["", "hello", "world"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["hello", "world"],
-        "libzmq REP request",
-    );
-    assert_frames(
-        &recv(&dealer).await,
-        &["", "hello", "world"],
-        "our DEALER reply",
-    );
+    assert_frames(&peer.expect_recv().await, &["hello", "world"], "libzmq REP request");
+    assert_frames(&recv(&dealer).await, &["", "hello", "world"], "our DEALER reply");
     peer.finish().await;
 }
 both_binds!(dealer_to_libzmq_rep => dealer_to_libzmq_rep_bind_ours, dealer_to_libzmq_rep_bind_libzmq);
@@ -922,11 +804,7 @@ async fn libzmq_dealer_to_rep(bind: Bind) {
 
     assert_frames(&recv(&rep).await, &["q"], "our REP request");
     send(&rep, &["r", "s"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["", "r", "s"],
-        "libzmq DEALER reply",
-    );
+    assert_frames(&peer.expect_recv().await, &["", "r", "s"], "libzmq DEALER reply");
     peer.finish().await;
 }
 both_binds!(libzmq_dealer_to_rep => libzmq_dealer_to_rep_bind_ours, libzmq_dealer_to_rep_bind_libzmq);
@@ -954,20 +832,8 @@ async fn libzmq_dealer_to_router(bind: Bind) {
     assert_eq!(got.len(), 2, "our ROUTER got {}", show(&got));
     assert_generated_routing_id(&got[0], "our ROUTER's id for libzmq DEALER");
     assert_frames(&got[1..], &["m1"], "our ROUTER body");
-    send_msg(
-        &router,
-        msg(&[
-            got[0].clone(),
-            Bytes::from_static(b"r1"),
-            Bytes::from_static(b"r2"),
-        ]),
-    )
-    .await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["r1", "r2"],
-        "libzmq DEALER reply",
-    );
+    send_msg(&router, msg(&[got[0].clone(), Bytes::from_static(b"r1"), Bytes::from_static(b"r2")])).await;
+    assert_frames(&peer.expect_recv().await, &["r1", "r2"], "libzmq DEALER reply");
     peer.finish().await;
 }
 both_binds!(libzmq_dealer_to_router => libzmq_dealer_to_router_bind_ours, libzmq_dealer_to_router_bind_libzmq);
@@ -977,17 +843,9 @@ async fn dealer_to_libzmq_dealer(bind: Bind) {
     let cfg = libzmq("DEALER").send(&["from-libzmq", "1"]).echo(1);
     let mut peer = link(&dealer, cfg, bind).await;
 
-    assert_frames(
-        &recv(&dealer).await,
-        &["from-libzmq", "1"],
-        "our DEALER got libzmq's message",
-    );
+    assert_frames(&recv(&dealer).await, &["from-libzmq", "1"], "our DEALER got libzmq's message");
     send(&dealer, &["ping", "x"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["ping", "x"],
-        "libzmq DEALER got",
-    );
+    assert_frames(&peer.expect_recv().await, &["ping", "x"], "libzmq DEALER got");
     assert_frames(&recv(&dealer).await, &["ping", "x"], "our DEALER echo");
     peer.finish().await;
 }
@@ -1006,25 +864,14 @@ async fn router_to_libzmq_router(bind: Bind) {
                 .send_mandatory(&["rust-router", "hello"])
                 .recv(1);
             let mut peer = link(&router, cfg, bind).await;
-            assert_frames(
-                &recv(&router).await,
-                &["py-router", "hello"],
-                "our ROUTER got",
-            );
+            assert_frames(&recv(&router).await, &["py-router", "hello"], "our ROUTER got");
             send(&router, &["py-router", "back"]).await;
-            assert_frames(
-                &peer.expect_recv().await,
-                &["rust-router", "back"],
-                "libzmq ROUTER got",
-            );
+            assert_frames(&peer.expect_recv().await, &["rust-router", "back"], "libzmq ROUTER got");
             peer.finish().await;
         }
         Bind::Ours => {
             router.set_router_mandatory(true);
-            let cfg = libzmq("ROUTER")
-                .routing_id(b"py-router")
-                .recv(1)
-                .send(&["rust-router", "back"]);
+            let cfg = libzmq("ROUTER").routing_id(b"py-router").recv(1).send(&["rust-router", "back"]);
             let mut peer = link(&router, cfg, bind).await;
             let deadline = Instant::now() + STEP_LIMIT;
             loop {
@@ -1037,16 +884,8 @@ async fn router_to_libzmq_router(bind: Bind) {
                     Err(e) => panic!("our ROUTER never reached libzmq ROUTER \"py-router\": {e}"),
                 }
             }
-            assert_frames(
-                &peer.expect_recv().await,
-                &["rust-router", "hello"],
-                "libzmq ROUTER got",
-            );
-            assert_frames(
-                &recv(&router).await,
-                &["py-router", "back"],
-                "our ROUTER got",
-            );
+            assert_frames(&peer.expect_recv().await, &["rust-router", "hello"], "libzmq ROUTER got");
+            assert_frames(&recv(&router).await, &["py-router", "back"], "our ROUTER got");
             peer.finish().await;
         }
     }
@@ -1059,30 +898,17 @@ both_binds!(router_to_libzmq_router => router_to_libzmq_router_bind_ours, router
 
 async fn libzmq_dealer_routing_id_to_router(bind: Bind) {
     let router = Socket::new(SocketType::Router);
-    let cfg = libzmq("DEALER")
-        .routing_id(b"dealer-7")
-        .send(&["hello"])
-        .recv(1);
+    let cfg = libzmq("DEALER").routing_id(b"dealer-7").send(&["hello"]).recv(1);
     let mut peer = link(&router, cfg, bind).await;
 
-    assert_frames(
-        &recv(&router).await,
-        &["dealer-7", "hello"],
-        "our ROUTER got",
-    );
+    assert_frames(&recv(&router).await, &["dealer-7", "hello"], "our ROUTER got");
     assert!(
-        router
-            .peer_routing_ids()
-            .contains(&Bytes::from_static(b"dealer-7")),
+        router.peer_routing_ids().contains(&Bytes::from_static(b"dealer-7")),
         "peer_routing_ids() = {:?}",
         router.peer_routing_ids()
     );
     send(&router, &["dealer-7", "hi dealer-7"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["hi dealer-7"],
-        "libzmq DEALER got",
-    );
+    assert_frames(&peer.expect_recv().await, &["hi dealer-7"], "libzmq DEALER got");
     peer.finish().await;
 }
 both_binds!(libzmq_dealer_routing_id_to_router =>
@@ -1094,11 +920,7 @@ async fn dealer_routing_id_to_libzmq_router(bind: Bind) {
     let mut peer = link(&dealer, libzmq("ROUTER").echo(1), bind).await;
 
     send(&dealer, &["hello"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["rust-dealer-3", "hello"],
-        "libzmq ROUTER got",
-    );
+    assert_frames(&peer.expect_recv().await, &["rust-dealer-3", "hello"], "libzmq ROUTER got");
     assert_frames(&recv(&dealer).await, &["hello"], "our DEALER reply");
     peer.finish().await;
 }
@@ -1112,11 +934,7 @@ both_binds!(dealer_routing_id_to_libzmq_router =>
 /// Our PUB, libzmq SUB subscribed to "a" and "b" only.
 async fn pub_to_libzmq_sub(bind: Bind) {
     let publisher = Socket::new(SocketType::Pub);
-    let cfg = libzmq("SUB")
-        .subscribe(&["a", "b"])
-        .ignore(&["a-warm", "b-warm"])
-        .sync(&["a-warm", "b-warm"])
-        .recv(3);
+    let cfg = libzmq("SUB").subscribe(&["a", "b"]).ignore(&["a-warm", "b-warm"]).sync(&["a-warm", "b-warm"]).recv(3);
     let mut peer = link(&publisher, cfg, bind).await;
 
     // Slow joiner: publish warm-ups on both subscribed topics until the subscriber has seen both
@@ -1129,10 +947,7 @@ async fn pub_to_libzmq_sub(bind: Bind) {
             assert_eq!(ev.event(), "synced", "libzmq SUB: unexpected {ev}");
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "libzmq SUB never received the warm-ups"
-        );
+        assert!(Instant::now() < deadline, "libzmq SUB never received the warm-ups");
     }
 
     send(&publisher, &["c1"]).await;
@@ -1199,11 +1014,7 @@ async fn push_to_libzmq_pull(bind: Bind) {
     send(&push, &["two", "parts"]).await;
     send(&push, &["three"]).await;
     assert_frames(&peer.expect_recv().await, &["one"], "libzmq PULL 1st");
-    assert_frames(
-        &peer.expect_recv().await,
-        &["two", "parts"],
-        "libzmq PULL 2nd",
-    );
+    assert_frames(&peer.expect_recv().await, &["two", "parts"], "libzmq PULL 2nd");
     assert_frames(&peer.expect_recv().await, &["three"], "libzmq PULL 3rd");
     peer.finish().await;
 }
@@ -1211,10 +1022,7 @@ both_binds!(push_to_libzmq_pull => push_to_libzmq_pull_bind_ours, push_to_libzmq
 
 async fn libzmq_push_to_pull(bind: Bind) {
     let pull = Socket::new(SocketType::Pull);
-    let cfg = libzmq("PUSH")
-        .send(&["one"])
-        .send(&["two", "parts"])
-        .send(&["three"]);
+    let cfg = libzmq("PUSH").send(&["one"]).send(&["two", "parts"]).send(&["three"]);
     let peer = link(&pull, cfg, bind).await;
 
     assert_frames(&recv(&pull).await, &["one"], "our PULL 1st");
@@ -1284,11 +1092,7 @@ async fn frames_ours_to_libzmq(bind: Bind, messages: Vec<Vec<Bytes>>) {
     let mut peer = link(&dealer, libzmq("DEALER").echo(messages.len() as u64), bind).await;
     for (i, m) in messages.iter().enumerate() {
         send_msg(&dealer, msg(m)).await;
-        assert_frames(
-            &peer.expect_recv().await,
-            m,
-            &format!("libzmq DEALER got message {i}"),
-        );
+        assert_frames(&peer.expect_recv().await, m, &format!("libzmq DEALER got message {i}"));
         assert_frames(&recv(&dealer).await, m, &format!("our DEALER got echo {i}"));
     }
     peer.finish().await;
@@ -1303,11 +1107,7 @@ async fn frames_libzmq_to_ours(bind: Bind, messages: Vec<Vec<Bytes>>) {
     }
     let peer = link(&dealer, cfg, bind).await;
     for (i, m) in messages.iter().enumerate() {
-        assert_frames(
-            &recv(&dealer).await,
-            m,
-            &format!("our DEALER got message {i}"),
-        );
+        assert_frames(&recv(&dealer).await, m, &format!("our DEALER got message {i}"));
     }
     peer.finish().await;
 }
@@ -1348,10 +1148,7 @@ const IDLE_WINDOW: Duration = Duration::from_millis(1500);
 async fn libzmq_heartbeat_to_dealer(bind: Bind) {
     let dealer = Socket::new(SocketType::Dealer);
     let mut mon = dealer.monitor();
-    let cfg = libzmq("DEALER")
-        .opt("heartbeat_ivl", 100u64)
-        .opt("heartbeat_timeout", 500u64)
-        .echo(2);
+    let cfg = libzmq("DEALER").opt("heartbeat_ivl", 100u64).opt("heartbeat_timeout", 500u64).echo(2);
     let mut peer = link(&dealer, cfg, bind).await;
     wait_handshake(&mut mon).await;
 
@@ -1362,11 +1159,7 @@ async fn libzmq_heartbeat_to_dealer(bind: Bind) {
     assert_no_connection_events(&mut mon, IDLE_WINDOW).await;
 
     send(&dealer, &["after"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["after"],
-        "libzmq got after idle",
-    );
+    assert_frames(&peer.expect_recv().await, &["after"], "libzmq got after idle");
     assert_frames(&recv(&dealer).await, &["after"], "our echo after idle");
     peer.finish().await;
 }
@@ -1390,16 +1183,39 @@ async fn dealer_heartbeat_to_libzmq(bind: Bind) {
     assert_no_connection_events(&mut mon, IDLE_WINDOW).await;
 
     send(&dealer, &["after"]).await;
-    assert_frames(
-        &peer.expect_recv().await,
-        &["after"],
-        "libzmq got after idle",
-    );
+    assert_frames(&peer.expect_recv().await, &["after"], "libzmq got after idle");
     assert_frames(&recv(&dealer).await, &["after"], "our echo after idle");
     peer.finish().await;
 }
 both_binds!(dealer_heartbeat_to_libzmq =>
     dealer_heartbeat_to_libzmq_bind_ours, dealer_heartbeat_to_libzmq_bind_libzmq);
+
+/// Control for the heartbeat tests: when the libzmq peer goes away, our monitor does report
+/// `Disconnected` (so "no event during the idle window" really means the link stayed up).
+async fn libzmq_peer_exit_reported_as_disconnected(bind: Bind) {
+    let dealer = Socket::new(SocketType::Dealer);
+    let mut mon = dealer.monitor();
+    let mut peer = link(&dealer, libzmq("DEALER").echo(1), bind).await;
+    wait_handshake(&mut mon).await;
+    send(&dealer, &["bye"]).await;
+    assert_frames(&peer.expect_recv().await, &["bye"], "libzmq got");
+    assert_frames(&recv(&dealer).await, &["bye"], "our echo");
+    peer.finish().await;
+
+    let deadline = Instant::now() + STEP_LIMIT;
+    loop {
+        let ev = tokio::time::timeout_at(deadline, mon.next_event())
+            .await
+            .expect("no Disconnected event within 10 s after the libzmq peer exited")
+            .expect("monitor ended");
+        if let MonitorEvent::Disconnected { .. } = ev {
+            break;
+        }
+    }
+}
+both_binds!(libzmq_peer_exit_reported_as_disconnected =>
+    libzmq_peer_exit_reported_as_disconnected_bind_ours,
+    libzmq_peer_exit_reported_as_disconnected_bind_libzmq);
 
 // ---------------------------------------------------------------------------------------------
 // Connect before bind
@@ -1424,16 +1240,8 @@ async fn libzmq_dealer_connects_before_router_binds() {
         let router = Socket::new(SocketType::Router);
         let bound = router.bind(&endpoint).await.expect("our ROUTER binds");
         assert_eq!(bound, endpoint);
-        assert_frames(
-            &recv(&router).await,
-            &["early-bird", "early-1"],
-            "our ROUTER 1st",
-        );
-        assert_frames(
-            &recv(&router).await,
-            &["early-bird", "early-2", "x"],
-            "our ROUTER 2nd",
-        );
+        assert_frames(&recv(&router).await, &["early-bird", "early-1"], "our ROUTER 1st");
+        assert_frames(&recv(&router).await, &["early-bird", "early-2", "x"], "our ROUTER 2nd");
         send(&router, &["early-bird", "welcome"]).await;
         assert_frames(&peer.expect_recv().await, &["welcome"], "libzmq DEALER got");
         peer.finish().await;
@@ -1448,10 +1256,7 @@ async fn dealer_connects_before_libzmq_router_binds() {
         let endpoint = free_tcp_endpoint();
         let dealer = Socket::new(SocketType::Dealer);
         dealer.set_routing_id("early-rust").unwrap();
-        dealer
-            .connect(&endpoint)
-            .await
-            .expect("our DEALER connects");
+        dealer.connect(&endpoint).await.expect("our DEALER connects");
         // A connecting socket queues for its endpoint from connect() on: this must not block.
         send(&dealer, &["early-1"]).await;
         send(&dealer, &["early-2", "x"]).await;
@@ -1459,16 +1264,8 @@ async fn dealer_connects_before_libzmq_router_binds() {
         let cfg = libzmq("ROUTER").bind(&endpoint).echo(2);
         let mut peer = Peer::spawn(&cfg).await;
         assert_eq!(peer.endpoint, endpoint);
-        assert_frames(
-            &peer.expect_recv().await,
-            &["early-rust", "early-1"],
-            "libzmq ROUTER 1st",
-        );
-        assert_frames(
-            &peer.expect_recv().await,
-            &["early-rust", "early-2", "x"],
-            "libzmq ROUTER 2nd",
-        );
+        assert_frames(&peer.expect_recv().await, &["early-rust", "early-1"], "libzmq ROUTER 1st");
+        assert_frames(&peer.expect_recv().await, &["early-rust", "early-2", "x"], "libzmq ROUTER 2nd");
         assert_frames(&recv(&dealer).await, &["early-1"], "our DEALER echo 1");
         assert_frames(&recv(&dealer).await, &["early-2", "x"], "our DEALER echo 2");
         peer.finish().await;

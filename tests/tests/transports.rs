@@ -47,9 +47,7 @@ async fn tcp_wildcard_bind_accepts_loopback() {
         assert_eq!(pull.last_endpoint().as_deref(), Some(bound.as_str()));
         let port = bound.rsplit(':').next().unwrap();
         let push = Socket::new(SocketType::Push);
-        push.connect(&format!("tcp://localhost:{port}"))
-            .await
-            .unwrap();
+        push.connect(&format!("tcp://localhost:{port}")).await.unwrap();
         push.send("via localhost").await.unwrap();
         assert_eq!(pull.recv().await.unwrap()[0], "via localhost");
     })
@@ -110,10 +108,7 @@ async fn ipc_live_socket_file_is_in_use_and_removed_on_unbind() {
 async fn ipc_wildcard_makes_a_fresh_path() {
     tokio::time::timeout(LIMIT, async {
         let bound = round_trip("ipc://*").await;
-        assert!(
-            bound.starts_with("ipc://") && bound.len() > "ipc://".len() + 2,
-            "{bound}"
-        );
+        assert!(bound.starts_with("ipc://") && bound.len() > "ipc://".len() + 2, "{bound}");
     })
     .await
     .unwrap();
@@ -130,10 +125,7 @@ async fn inproc_connect_before_bind_and_name_in_use() {
         pull.bind(&name).await.unwrap();
         assert_eq!(pull.recv().await.unwrap()[0], "queued before bind");
         let other = Socket::new(SocketType::Pull);
-        assert!(matches!(
-            other.bind(&name).await,
-            Err(Error::AddressInUse(_))
-        ));
+        assert!(matches!(other.bind(&name).await, Err(Error::AddressInUse(_))));
     })
     .await
     .unwrap();
@@ -142,24 +134,9 @@ async fn inproc_connect_before_bind_and_name_in_use() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_endpoints_are_typed_errors() {
     let s = Socket::new(SocketType::Dealer);
-    assert!(matches!(
-        s.bind("tcp://127.0.0.1").await,
-        Err(Error::InvalidEndpoint(..))
-    ));
-    assert!(matches!(
-        s.connect("udp://127.0.0.1:5").await,
-        Err(Error::UnsupportedTransport(_))
-    ));
-    assert!(matches!(
-        s.bind("tcp://no-such-host.invalid:5").await,
-        Err(Error::Io(_))
-    ));
-    assert!(matches!(
-        s.unbind("tcp://127.0.0.1:1").await,
-        Err(Error::EndpointNotFound(_))
-    ));
-    assert!(matches!(
-        s.disconnect("tcp://127.0.0.1:1").await,
-        Err(Error::EndpointNotFound(_))
-    ));
+    assert!(matches!(s.bind("tcp://127.0.0.1").await, Err(Error::InvalidEndpoint(..))));
+    assert!(matches!(s.connect("udp://127.0.0.1:5").await, Err(Error::UnsupportedTransport(_))));
+    assert!(matches!(s.bind("tcp://no-such-host.invalid:5").await, Err(Error::Io(_))));
+    assert!(matches!(s.unbind("tcp://127.0.0.1:1").await, Err(Error::EndpointNotFound(_))));
+    assert!(matches!(s.disconnect("tcp://127.0.0.1:1").await, Err(Error::EndpointNotFound(_))));
 }

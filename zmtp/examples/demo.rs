@@ -28,9 +28,7 @@ async fn main() -> zmtp::Result<()> {
         dealers.push((name, dealer));
     }
     for (name, dealer) in &dealers {
-        dealer
-            .send(Message::from(vec![format!("hello from {name}")]))
-            .await?;
+        dealer.send(Message::from(vec![format!("hello from {name}")])).await?;
         let reply = dealer.recv().await?;
         println!("{name:>6} got echo: {}", String::from_utf8_lossy(&reply[0]));
     }
@@ -63,12 +61,7 @@ async fn main() -> zmtp::Result<()> {
             }
         }
     }
-    let topics = [
-        "weather.paris 12C",
-        "sports.final 3-1",
-        "news.markets up",
-        "weather.oslo -4C",
-    ];
+    let topics = ["weather.paris 12C", "sports.final 3-1", "news.markets up", "weather.oslo -4C"];
     for t in topics {
         publisher.send(t).await?;
     }

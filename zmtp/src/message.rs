@@ -43,11 +43,7 @@ impl Message {
 
     /// Removes and returns the first frame.
     pub fn pop_front(&mut self) -> Option<Bytes> {
-        if self.frames.is_empty() {
-            None
-        } else {
-            Some(self.frames.remove(0))
-        }
+        if self.frames.is_empty() { None } else { Some(self.frames.remove(0)) }
     }
 
     /// Number of frames.
@@ -125,9 +121,7 @@ impl<'a> IntoIterator for &'a Message {
 
 impl<T: Into<Bytes>> FromIterator<T> for Message {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        Message {
-            frames: iter.into_iter().map(Into::into).collect(),
-        }
+        Message { frames: iter.into_iter().map(Into::into).collect() }
     }
 }
 

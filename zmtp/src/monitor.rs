@@ -84,10 +84,7 @@ pub(crate) struct Monitors {
 impl Monitors {
     pub fn subscribe(&self) -> Monitor {
         let (tx, rx) = mpsc::channel(MONITOR_QUEUE);
-        self.senders
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(tx);
+        self.senders.lock().unwrap_or_else(|e| e.into_inner()).push(tx);
         Monitor { rx }
     }
 

@@ -3,24 +3,12 @@
 use std::process::{Command, Stdio};
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn lines(out: std::process::Output) -> Vec<String> {
-    assert!(
-        out.status.success(),
-        "tool failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    assert!(out.status.success(), "tool failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
 }
 
 #[test]
@@ -32,57 +20,32 @@ fn throughput_tools_print_libzmq_lines() {
         .spawn()
         .unwrap();
     // remote_thr connects and reconnects until local_thr is listening, so no start-up race.
-    let remote = Command::new(env!("CARGO_BIN_EXE_remote_thr"))
-        .args([&ep, "100", "5000"])
-        .output()
-        .unwrap();
+    let remote = Command::new(env!("CARGO_BIN_EXE_remote_thr")).args([&ep, "100", "5000"]).output().unwrap();
     assert!(remote.status.success());
     let out = lines(local.wait_with_output().unwrap());
     assert_eq!(out[0], "message size: 100 [B]");
     assert_eq!(out[1], "message count: 5000");
-    assert!(
-        out[2].starts_with("mean throughput: ") && out[2].ends_with(" [msg/s]"),
-        "{out:?}"
-    );
-    assert!(
-        out[3].starts_with("mean throughput: ") && out[3].ends_with(" [Mb/s]"),
-        "{out:?}"
-    );
+    assert!(out[2].starts_with("mean throughput: ") && out[2].ends_with(" [msg/s]"), "{out:?}");
+    assert!(out[3].starts_with("mean throughput: ") && out[3].ends_with(" [Mb/s]"), "{out:?}");
 }
 
 #[test]
 fn latency_tools_print_libzmq_lines() {
     let ep = format!("tcp://127.0.0.1:{}", free_port());
-    let local = Command::new(env!("CARGO_BIN_EXE_local_lat"))
-        .args([&ep, "64", "200"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = lines(
-        Command::new(env!("CARGO_BIN_EXE_remote_lat"))
-            .args([&ep, "64", "200"])
-            .output()
-            .unwrap(),
-    );
+    let local =
+        Command::new(env!("CARGO_BIN_EXE_local_lat")).args([&ep, "64", "200"]).stdout(Stdio::null()).spawn().unwrap();
+    let out = lines(Command::new(env!("CARGO_BIN_EXE_remote_lat")).args([&ep, "64", "200"]).output().unwrap());
     assert!(local.wait_with_output().unwrap().status.success());
     assert_eq!(out[0], "message size: 64 [B]");
     assert_eq!(out[1], "roundtrip count: 200");
-    let latency: f64 = out[2]
-        .strip_prefix("average latency: ")
-        .unwrap()
-        .strip_suffix(" [us]")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let latency: f64 =
+        out[2].strip_prefix("average latency: ").unwrap().strip_suffix(" [us]").unwrap().parse().unwrap();
     assert!(latency > 0.0);
 }
 
 #[test]
 fn wrong_arguments_print_usage() {
-    for tool in [
-        env!("CARGO_BIN_EXE_local_thr"),
-        env!("CARGO_BIN_EXE_remote_lat"),
-    ] {
+    for tool in [env!("CARGO_BIN_EXE_local_thr"), env!("CARGO_BIN_EXE_remote_lat")] {
         let out = Command::new(tool).output().unwrap();
         assert!(!out.status.success());
         assert!(String::from_utf8_lossy(&out.stderr).contains("usage:"));

@@ -28,9 +28,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
     println!("message size: {size} [B]");
     println!("roundtrip count: {count}");
-    println!(
-        "average latency: {:.3} [us]",
-        elapsed_us / (count as f64 * 2.0)
-    );
+    println!("average latency: {:.3} [us]", elapsed_us / (count as f64 * 2.0));
     Ok(())
 }

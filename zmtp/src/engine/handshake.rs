@@ -7,8 +7,7 @@ use tokio_util::codec::Decoder;
 use crate::error::ConnectionError;
 use crate::options::Options;
 use crate::wire::{
-    FrameCodec, Greeting, GreetingDecoder, HandshakeError, Mechanism, NullHandshake, PeerInfo,
-    SocketType,
+    FrameCodec, Greeting, GreetingDecoder, HandshakeError, Mechanism, NullHandshake, PeerInfo, SocketType,
 };
 
 pub(super) struct Handshaken {
@@ -29,8 +28,7 @@ where
     W: AsyncWrite + Unpin,
 {
     // All 64 bytes at once: never wait for the peer's greeting before sending ours.
-    wr.write_all(&Greeting::new(Mechanism::Null, false).encode())
-        .await?;
+    wr.write_all(&Greeting::new(Mechanism::Null, false).encode()).await?;
     let mut buf = BytesMut::with_capacity(1024);
     let mut greeting = GreetingDecoder::new();
     let peer = loop {
@@ -59,11 +57,7 @@ where
                 return Err(HandshakeError::UnexpectedMessage.into());
             }
             let info = mechanism.on_command(frame.body)?;
-            return Ok(Handshaken {
-                info,
-                minor: peer.minor,
-                read_buf: buf,
-            });
+            return Ok(Handshaken { info, minor: peer.minor, read_buf: buf });
         }
         if rd.read_buf(&mut buf).await? == 0 {
             return Err(ConnectionError::PeerClosed);

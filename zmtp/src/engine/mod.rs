@@ -47,26 +47,12 @@ pub(crate) async fn run<C: Conn>(
     info: ConnectionInfo<'_>,
 ) -> Result<(), Arc<ConnectionError>> {
     let mut handshaken = false;
-    let result = drive(core, slot, conn, kill, &info, &mut handshaken)
-        .await
-        .map_err(Arc::new);
+    let result = drive(core, slot, conn, kill, &info, &mut handshaken).await.map_err(Arc::new);
     if let Err(error) = &result {
-        let (endpoint, peer, error) = (
-            info.endpoint.to_owned(),
-            info.peer_addr.to_owned(),
-            error.clone(),
-        );
+        let (endpoint, peer, error) = (info.endpoint.to_owned(), info.peer_addr.to_owned(), error.clone());
         core.monitors.emit(|| match handshaken {
-            false => MonitorEvent::HandshakeFailed {
-                endpoint,
-                peer,
-                error,
-            },
-            true => MonitorEvent::Disconnected {
-                endpoint,
-                peer,
-                error,
-            },
+            false => MonitorEvent::HandshakeFailed { endpoint, peer, error },
+            true => MonitorEvent::Disconnected { endpoint, peer, error },
         });
     }
     result
@@ -85,9 +71,9 @@ async fn drive<C: Conn>(
     let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type, &opts);
     let handshake = async {
         match opts.handshake_ivl {
-            Some(limit) => tokio::time::timeout(limit, handshake)
-                .await
-                .map_err(|_| ConnectionError::HandshakeTimeout)?,
+            Some(limit) => {
+                tokio::time::timeout(limit, handshake).await.map_err(|_| ConnectionError::HandshakeTimeout)?
+            }
             None => handshake.await,
         }
     };
@@ -104,10 +90,7 @@ async fn drive<C: Conn>(
         peer: info.peer_addr.to_owned(),
     });
     let liveness = Liveness::default();
-    let publisher = matches!(
-        core.socket_type,
-        crate::SocketType::Pub | crate::SocketType::XPub
-    );
+    let publisher = matches!(core.socket_type, crate::SocketType::Pub | crate::SocketType::XPub);
     let result = tokio::select! {
         r = reader::read_loop(rd, done.read_buf, &opts, core, attached.peer, &attached.out, &liveness, publisher) => r,
         w = writer::write_loop(wr, &attached.out, done.minor, &opts, &liveness) => w,

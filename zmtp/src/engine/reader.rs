@@ -45,20 +45,12 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
             liveness.saw_frame();
             if frame.is_command() {
                 match Command::parse(frame.body)? {
-                    Command::Ping {
-                        ttl_deciseconds,
-                        context,
-                    } => {
-                        ttl = (ttl_deciseconds > 0)
-                            .then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
+                    Command::Ping { ttl_deciseconds, context } => {
+                        ttl = (ttl_deciseconds > 0).then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
                         out.push_command(Outbound::Pong(context));
                     }
-                    Command::Subscribe(topic) if publisher => {
-                        core.peer_subscription(peer, &topic, true)
-                    }
-                    Command::Cancel(topic) if publisher => {
-                        core.peer_subscription(peer, &topic, false)
-                    }
+                    Command::Subscribe(topic) if publisher => core.peer_subscription(peer, &topic, true),
+                    Command::Cancel(topic) if publisher => core.peer_subscription(peer, &topic, false),
                     // Anything else after the handshake is ignored (libzmq).
                     _ => {}
                 }
@@ -90,9 +82,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
         }
         let read = rd.read_buf(&mut buf);
         let n = match ttl {
-            Some(limit) => tokio::time::timeout(limit, read)
-                .await
-                .map_err(|_| ConnectionError::HeartbeatTimeout)??,
+            Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| ConnectionError::HeartbeatTimeout)??,
             None => read.await?,
         };
         if n == 0 {

@@ -68,12 +68,9 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
         for item in items.drain(..) {
             match item {
                 Outbound::Message(msg) => encode_message(&msg, &mut buf, &mut chunks),
-                Outbound::Subscribe(topic, on) if minor >= 1 => if on {
-                    Command::Subscribe(topic)
-                } else {
-                    Command::Cancel(topic)
+                Outbound::Subscribe(topic, on) if minor >= 1 => {
+                    if on { Command::Subscribe(topic) } else { Command::Cancel(topic) }.encode_frame(&mut buf)
                 }
-                .encode_frame(&mut buf),
                 Outbound::Subscribe(topic, on) => {
                     // ZMTP 3.0 peers get the message form: \x01topic / \x00topic.
                     encode_header(0, topic.len() + 1, &mut buf);
@@ -110,17 +107,11 @@ fn encode_message(msg: &Message, buf: &mut BytesMut, chunks: &mut Vec<Bytes>) {
     }
 }
 
-async fn write_chunks<W: AsyncWrite + Unpin>(
-    wr: &mut W,
-    chunks: &mut Vec<Bytes>,
-) -> std::io::Result<()> {
+async fn write_chunks<W: AsyncWrite + Unpin>(wr: &mut W, chunks: &mut Vec<Bytes>) -> std::io::Result<()> {
     let mut first = 0;
     while first < chunks.len() {
-        let slices: smallvec::SmallVec<[IoSlice<'_>; MAX_IOV]> = chunks[first..]
-            .iter()
-            .take(MAX_IOV)
-            .map(|c| IoSlice::new(c))
-            .collect();
+        let slices: smallvec::SmallVec<[IoSlice<'_>; MAX_IOV]> =
+            chunks[first..].iter().take(MAX_IOV).map(|c| IoSlice::new(c)).collect();
         let mut n = wr.write_vectored(&slices).await?;
         drop(slices);
         if n == 0 {

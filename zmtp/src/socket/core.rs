@@ -10,7 +10,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::inbox::{Inbox, PeerId, Pushed};
+use super::inbox::{Inbox, PeerId, PeerMap, Pushed};
 use super::pipe::{OutPipe, Outbound};
 use super::subscriptions::Subscriptions;
 use crate::error::{ConnectionError, Error, Result};
@@ -86,9 +86,9 @@ pub(crate) struct RepState {
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
-    pub peers: HashMap<PeerId, Peer>,
+    pub peers: PeerMap<Peer>,
     /// Peers in round-robin order (load balancing, PAIR).
-    pub order: Vec<PeerId>,
+    pub order: Vec<(PeerId, Arc<OutPipe>)>,
     pub cursor: usize,
     /// ROUTER: routing id → peer.
     pub routes: HashMap<Bytes, PeerId>,
@@ -141,10 +141,7 @@ impl Core {
         Arc::new(Core {
             socket_type,
             options: Mutex::new(Options::default()),
-            state: Mutex::new(State {
-                next_generated_id,
-                ..State::default()
-            }),
+            state: Mutex::new(State { next_generated_id, ..State::default() }),
             inbox: Inbox::new(socket_type == SocketType::Sub),
             space: Arc::new(Waiters::default()),
             shutdown: CancellationToken::new(),
@@ -180,8 +177,8 @@ impl Core {
             persistent,
             // (fields above)
         };
+        state.order.push((id, peer.out.clone()));
         state.peers.insert(id, peer);
-        state.order.push(id);
         self.inbox.add_peer(id, rcvhwm, Bytes::new());
         id
     }
@@ -207,12 +204,7 @@ impl Core {
         if state.closed {
             return Err(ConnectionError::SocketClosed);
         }
-        if self.socket_type == SocketType::Pair
-            && state
-                .peers
-                .iter()
-                .any(|(id, p)| p.connected && Some(*id) != slot)
-        {
+        if self.socket_type == SocketType::Pair && state.peers.iter().any(|(id, p)| p.connected && Some(*id) != slot) {
             return Err(ConnectionError::Refused("PAIR socket already has a peer"));
         }
         let routing_id = if self.socket_type == SocketType::Router {
@@ -242,21 +234,12 @@ impl Core {
             }
         }
         let probe = self.options().probe_router;
-        if probe
-            && matches!(
-                self.socket_type,
-                SocketType::Router | SocketType::Dealer | SocketType::Req
-            )
-        {
+        if probe && matches!(self.socket_type, SocketType::Router | SocketType::Dealer | SocketType::Req) {
             let _ = out.try_push(Message::single(Bytes::new()));
         }
         drop(state);
         self.space.wake();
-        Ok(Attached {
-            peer: id,
-            out,
-            kill,
-        })
+        Ok(Attached { peer: id, out, kill })
     }
 
     /// Picks the ROUTER routing id for a new connection: the peer's own, or a generated one.
@@ -314,7 +297,7 @@ impl Core {
             peer.kill.cancel();
             peer.out.close();
         }
-        state.order.retain(|&p| p != id);
+        state.order.retain(|(p, _)| *p != id);
         self.inbox.detach_peer(id);
         if state.req.awaiting == Some(id) && self.options().req_relaxed {
             state.req.awaiting = None;
@@ -353,18 +336,13 @@ impl Core {
     /// SUB: subscribe/unsubscribe locally and tell every publisher when the set changes.
     pub fn local_subscription(&self, topic: &[u8], subscribe: bool) {
         let mut state = self.state();
-        let changed = if subscribe {
-            state.subscriptions.add(topic)
-        } else {
-            state.subscriptions.remove(topic)
-        };
+        let changed = if subscribe { state.subscriptions.add(topic) } else { state.subscriptions.remove(topic) };
         if changed {
             self.inbox.filter_update(topic, subscribe);
             let topic = Bytes::copy_from_slice(topic);
             for p in state.peers.values() {
                 if p.connected {
-                    p.out
-                        .push_command(Outbound::Subscribe(topic.clone(), subscribe));
+                    p.out.push_command(Outbound::Subscribe(topic.clone(), subscribe));
                 }
             }
         }
@@ -383,16 +361,10 @@ impl Core {
             SocketType::Dealer | SocketType::Push => {
                 Ok(load_balance(&mut state, msg).map_or_else(TrySend::Full, |_| TrySend::Sent))
             }
-            SocketType::Pair => {
-                let peer = state.order.first().and_then(|id| state.peers.get(id));
-                match peer {
-                    Some(p) => Ok(p
-                        .out
-                        .try_push(msg)
-                        .map_or_else(TrySend::Full, |_| TrySend::Sent)),
-                    None => Ok(TrySend::Full(msg)),
-                }
-            }
+            SocketType::Pair => match state.order.first() {
+                Some((_, out)) => Ok(out.try_push(msg).map_or_else(TrySend::Full, |_| TrySend::Sent)),
+                None => Ok(TrySend::Full(msg)),
+            },
             SocketType::Req => {
                 if state.req.awaiting.is_some() && !self.options().req_relaxed {
                     return Err(Error::InvalidState);
@@ -427,11 +399,7 @@ impl Core {
                 let rid = msg.pop_front().expect("non-empty");
                 let mandatory = self.options().router_mandatory;
                 let Some(p) = state.routes.get(&rid).and_then(|id| state.peers.get(id)) else {
-                    return if mandatory {
-                        Err(Error::HostUnreachable(rid))
-                    } else {
-                        Ok(TrySend::Sent)
-                    };
+                    return if mandatory { Err(Error::HostUnreachable(rid)) } else { Ok(TrySend::Sent) };
                 };
                 match p.out.try_push(msg) {
                     Ok(()) => Ok(TrySend::Sent),
@@ -484,11 +452,7 @@ impl Core {
             }
             _ => {}
         }
-        if self.closing.is_cancelled() {
-            Err(Error::Closed)
-        } else {
-            Ok(())
-        }
+        if self.closing.is_cancelled() { Err(Error::Closed) } else { Ok(()) }
     }
 
     /// One non-blocking receive with the socket type's inbound rule.
@@ -511,9 +475,7 @@ impl Core {
                 }
                 SocketType::Req => {
                     let mut state = self.state();
-                    if state.req.awaiting != Some(received.peer)
-                        || msg.first().is_none_or(|f| !f.is_empty())
-                    {
+                    if state.req.awaiting != Some(received.peer) || msg.first().is_none_or(|f| !f.is_empty()) {
                         continue; // a stray or malformed reply: drop it
                     }
                     msg.pop_front();
@@ -560,17 +522,14 @@ impl Core {
 }
 
 /// Round-robin over peers with room; returns the peer used.
-fn load_balance(state: &mut State, msg: Message) -> Result<PeerId, Message> {
+fn load_balance(state: &mut State, mut msg: Message) -> Result<PeerId, Message> {
     let n = state.order.len();
-    let mut msg = msg;
     for i in 0..n {
         let idx = (state.cursor + i) % n;
-        let id = state.order[idx];
-        let Some(peer) = state.peers.get(&id) else {
-            continue;
-        };
-        match peer.out.try_push(msg) {
+        let (id, out) = &state.order[idx];
+        match out.try_push(msg) {
             Ok(()) => {
+                let id = *id;
                 state.cursor = (idx + 1) % n;
                 return Ok(id);
             }

@@ -37,29 +37,13 @@ impl EndpointHandle {
     }
 }
 
-pub(super) async fn bind(
-    core: &Arc<Core>,
-    ep: &Endpoint,
-    ipv6: bool,
-) -> Result<(EndpointHandle, String)> {
+pub(super) async fn bind(core: &Arc<Core>, ep: &Endpoint, ipv6: bool) -> Result<(EndpointHandle, String)> {
     let (listener, bound) = Listener::bind(ep, ipv6).await?;
-    core.monitors.emit(|| MonitorEvent::Listening {
-        endpoint: bound.clone(),
-    });
+    core.monitors.emit(|| MonitorEvent::Listening { endpoint: bound.clone() });
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
-    let handle = EndpointHandle {
-        accepting: accepting.clone(),
-        connections: connections.clone(),
-        slot: None,
-    };
-    tokio::spawn(accept_loop(
-        core.clone(),
-        listener,
-        bound.clone(),
-        accepting,
-        connections,
-    ));
+    let handle = EndpointHandle { accepting: accepting.clone(), connections: connections.clone(), slot: None };
+    tokio::spawn(accept_loop(core.clone(), listener, bound.clone(), accepting, connections));
     Ok((handle, bound))
 }
 
@@ -77,10 +61,7 @@ async fn accept_loop(
         };
         match accepted {
             Ok((conn, peer)) => {
-                core.monitors.emit(|| MonitorEvent::Accepted {
-                    endpoint: endpoint.clone(),
-                    peer: peer.clone(),
-                });
+                core.monitors.emit(|| MonitorEvent::Accepted { endpoint: endpoint.clone(), peer: peer.clone() });
                 let core = core.clone();
                 let kill = connections.child_token();
                 let endpoint = endpoint.clone();
@@ -110,10 +91,7 @@ async fn run_connection(
     peer: &str,
 ) -> Result<(), Arc<ConnectionError>> {
     let _live = core.connection_started();
-    let info = ConnectionInfo {
-        endpoint,
-        peer_addr: peer,
-    };
+    let info = ConnectionInfo { endpoint, peer_addr: peer };
     match conn {
         Connection::Tcp(s) => engine::run(core, slot, s, kill, info).await,
         Connection::Ipc(s) => engine::run(core, slot, s, kill, info).await,
@@ -138,19 +116,8 @@ pub(super) fn connect(core: &Arc<Core>, ep: Endpoint, endpoint: String) -> Endpo
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
     let slot = core.add_connect_slot(connections.clone());
-    let handle = EndpointHandle {
-        accepting: accepting.clone(),
-        connections: connections.clone(),
-        slot: Some(slot),
-    };
-    tokio::spawn(connect_loop(
-        core.clone(),
-        ep,
-        endpoint,
-        slot,
-        accepting,
-        connections,
-    ));
+    let handle = EndpointHandle { accepting: accepting.clone(), connections: connections.clone(), slot: Some(slot) };
+    tokio::spawn(connect_loop(core.clone(), ep, endpoint, slot, accepting, connections));
     handle
 }
 
@@ -170,10 +137,7 @@ async fn connect_loop(
         };
         match connected {
             Ok((conn, peer)) => {
-                core.monitors.emit(|| MonitorEvent::Connected {
-                    endpoint: endpoint.clone(),
-                    peer: peer.clone(),
-                });
+                core.monitors.emit(|| MonitorEvent::Connected { endpoint: endpoint.clone(), peer: peer.clone() });
                 let kill = connections.child_token();
                 let result = run_connection(&core, Some(slot), conn, kill, &endpoint, &peer).await;
                 log_end(&endpoint, &peer, &result);
@@ -199,10 +163,7 @@ async fn connect_loop(
             _ => ivl,
         };
         attempt_wait = Some(wait);
-        core.monitors.emit(|| MonitorEvent::ConnectRetried {
-            endpoint: endpoint.clone(),
-            retry_in: wait,
-        });
+        core.monitors.emit(|| MonitorEvent::ConnectRetried { endpoint: endpoint.clone(), retry_in: wait });
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = accepting.cancelled() => break,

@@ -16,6 +16,28 @@ use crate::message::Message;
 
 pub(crate) type PeerId = u64;
 
+/// Peer ids are sequential integers chosen by us, not by peers: a multiplicative hash is enough
+/// and SipHash showed up at ~10% of the per-message cost.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct PeerIdHasher(u64);
+
+impl std::hash::Hasher for PeerIdHasher {
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by peer id.
+pub(crate) type PeerMap<V> = HashMap<PeerId, V, std::hash::BuildHasherDefault<PeerIdHasher>>;
+
 #[derive(Debug)]
 struct PeerQueue {
     messages: VecDeque<Message>,
@@ -31,7 +53,7 @@ struct PeerQueue {
 
 #[derive(Debug, Default)]
 struct State {
-    queues: HashMap<PeerId, PeerQueue>,
+    queues: PeerMap<PeerQueue>,
     /// Peers with at least one message, in round-robin order.
     ready: VecDeque<PeerId>,
     /// SUB's local prefix filter (libzmq filters on receipt too).
@@ -60,14 +82,8 @@ pub(crate) enum Pushed {
 
 impl Inbox {
     pub fn new(filter: bool) -> Self {
-        let state = State {
-            filter: filter.then(Subscriptions::default),
-            ..State::default()
-        };
-        Inbox {
-            state: Mutex::new(state),
-            readable: Arc::new(Waiters::default()),
-        }
+        let state = State { filter: filter.then(Subscriptions::default), ..State::default() };
+        Inbox { state: Mutex::new(state), readable: Arc::new(Waiters::default()) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -123,11 +139,6 @@ impl Inbox {
                 batch.push_front(msg);
                 break;
             }
-            if let Some(filter) = &s.filter
-                && !filter.matches(msg.first().map(|f| &f[..]).unwrap_or(b""))
-            {
-                continue;
-            }
             q.messages.push_back(msg);
         }
         if was_empty && !q.messages.is_empty() {
@@ -153,27 +164,26 @@ impl Inbox {
             let Some(message) = q.messages.pop_front() else {
                 continue;
             };
+            // SUB filters on receipt, as libzmq does: an unsubscribe also drops what is already queued.
+            let wanted =
+                s.filter.as_ref().is_none_or(|f| f.matches(message.first().map(|f| &f[..]).unwrap_or_default()));
             let routing_id = q.routing_id.clone();
             if !q.messages.is_empty() {
                 s.ready.push_back(peer);
             } else if q.detached {
                 s.queues.remove(&peer);
-                return Some(Received {
-                    peer,
-                    routing_id,
-                    message,
-                });
             }
             // Wake a parked reader once half the queue is free (libzmq's low-water mark), not per message.
-            if q.reader_waiting && (q.hwm == 0 || q.messages.len() <= q.hwm / 2) {
+            if let Some(q) = s.queues.get_mut(&peer)
+                && q.reader_waiting
+                && (q.hwm == 0 || q.messages.len() <= q.hwm / 2)
+            {
                 q.reader_waiting = false;
                 q.reader_wake.notify_one();
             }
-            return Some(Received {
-                peer,
-                routing_id,
-                message,
-            });
+            if wanted {
+                return Some(Received { peer, routing_id, message });
+            }
         }
         None
     }

@@ -56,10 +56,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let linger = self.core.options().linger;
-        close_core(
-            &self.core,
-            &mut self.endpoints.lock().unwrap_or_else(|e| e.into_inner()),
-        );
+        close_core(&self.core, &mut self.endpoints.lock().unwrap_or_else(|e| e.into_inner()));
         let core = self.core.clone();
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
@@ -105,13 +102,7 @@ impl Socket {
     /// A new socket of the given type, with libzmq's default options.
     pub fn new(socket_type: SocketType) -> Socket {
         let core = Core::new(socket_type);
-        Socket {
-            inner: Arc::new(Inner {
-                core,
-                endpoints: Mutex::default(),
-                last_endpoint: Mutex::default(),
-            }),
-        }
+        Socket { inner: Arc::new(Inner { core, endpoints: Mutex::default(), last_endpoint: Mutex::default() }) }
     }
 
     /// The socket's type.
@@ -136,11 +127,7 @@ impl Socket {
         let ipv6 = self.inner.core.options().ipv6;
         let (handle, bound) = endpoints::bind(&self.inner.core, &ep, ipv6).await?;
         self.endpoints().insert(bound.clone(), handle);
-        *self
-            .inner
-            .last_endpoint
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(bound.clone());
+        *self.inner.last_endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(bound.clone());
         Ok(bound)
     }
 
@@ -150,11 +137,7 @@ impl Socket {
         let ep: Endpoint = endpoint.parse()?;
         let handle = endpoints::connect(&self.inner.core, ep, endpoint.to_owned());
         self.endpoints().insert(endpoint.to_owned(), handle);
-        *self
-            .inner
-            .last_endpoint
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(endpoint.to_owned());
+        *self.inner.last_endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(endpoint.to_owned());
         Ok(())
     }
 
@@ -171,25 +154,16 @@ impl Socket {
     }
 
     fn take_endpoint(&self, endpoint: &str) -> Result<EndpointHandle> {
-        self.endpoints()
-            .remove(endpoint)
-            .ok_or_else(|| Error::EndpointNotFound(endpoint.to_owned()))
+        self.endpoints().remove(endpoint).ok_or_else(|| Error::EndpointNotFound(endpoint.to_owned()))
     }
 
     fn endpoints(&self) -> std::sync::MutexGuard<'_, HashMap<String, EndpointHandle>> {
-        self.inner
-            .endpoints
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.inner.endpoints.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The endpoint of the last `bind` (as bound) or `connect`.
     pub fn last_endpoint(&self) -> Option<String> {
-        self.inner
-            .last_endpoint
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.inner.last_endpoint.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Sends a whole message, waiting while the socket's rule says to block (HWM reached on DEALER,
@@ -206,16 +180,14 @@ impl Socket {
             TrySend::Full(msg) => Some(msg),
         };
         core.space
-            .wait_until(
-                || match core.try_send(slot.take().expect("message present")) {
-                    Ok(TrySend::Sent) => Some(Ok(())),
-                    Ok(TrySend::Full(msg)) => {
-                        slot = Some(msg);
-                        None
-                    }
-                    Err(e) => Some(Err(e)),
-                },
-            )
+            .wait_until(|| match core.try_send(slot.take().expect("message present")) {
+                Ok(TrySend::Sent) => Some(Ok(())),
+                Ok(TrySend::Full(msg)) => {
+                    slot = Some(msg);
+                    None
+                }
+                Err(e) => Some(Err(e)),
+            })
             .await
     }
 
@@ -233,10 +205,7 @@ impl Socket {
     /// future loses nothing.
     pub async fn recv(&self) -> Result<Message> {
         let core = &self.inner.core;
-        core.inbox
-            .readable()
-            .wait_until(|| core.try_recv().transpose())
-            .await
+        core.inbox.readable().wait_until(|| core.try_recv().transpose()).await
     }
 
     /// Receives without waiting; [`Error::WouldBlock`] when nothing is queued.
@@ -367,10 +336,7 @@ impl Socket {
     pub fn set_routing_id(&self, id: impl Into<Bytes>) -> Result<()> {
         let id = id.into();
         if id.len() > 255 {
-            return Err(Error::InvalidEndpoint(
-                "routing id".into(),
-                "longer than 255 bytes",
-            ));
+            return Err(Error::InvalidEndpoint("routing id".into(), "longer than 255 bytes"));
         }
         self.inner.core.options().routing_id = id;
         Ok(())

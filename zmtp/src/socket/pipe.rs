@@ -44,12 +44,7 @@ pub(crate) struct OutPipe {
 
 impl OutPipe {
     pub fn new(hwm: usize, space: Arc<super::core::Waiters>) -> Self {
-        OutPipe {
-            state: Mutex::default(),
-            hwm,
-            writer_wake: Notify::new(),
-            space,
-        }
+        OutPipe { state: Mutex::default(), hwm, writer_wake: Notify::new(), space }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -119,9 +114,7 @@ impl OutPipe {
 
     /// Drops queued commands (stale after a reconnect) but keeps messages.
     pub fn purge_commands(&self) {
-        self.lock()
-            .queue
-            .retain(|item| matches!(item, Outbound::Message(_)));
+        self.lock().queue.retain(|item| matches!(item, Outbound::Message(_)));
     }
 
     /// Tells the writer to flush what is queued and stop.

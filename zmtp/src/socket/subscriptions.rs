@@ -64,10 +64,7 @@ impl Subscriptions {
 
     /// Whether some prefix matches the start of `data`.
     pub fn matches(&self, data: &[u8]) -> bool {
-        self.lengths
-            .keys()
-            .take_while(|&&len| len <= data.len())
-            .any(|&len| self.prefixes.contains_key(&data[..len]))
+        self.lengths.keys().take_while(|&&len| len <= data.len()).any(|&len| self.prefixes.contains_key(&data[..len]))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Bytes> {

@@ -35,33 +35,19 @@ impl FromStr for Endpoint {
 
     fn from_str(s: &str) -> Result<Self, Error> {
         let bad = |why| Error::InvalidEndpoint(s.to_owned(), why);
-        let (scheme, rest) = s
-            .split_once("://")
-            .ok_or_else(|| bad("expected transport://address"))?;
+        let (scheme, rest) = s.split_once("://").ok_or_else(|| bad("expected transport://address"))?;
         match scheme {
             "tcp" => {
-                let (host, port) = rest
-                    .rsplit_once(':')
-                    .ok_or_else(|| bad("expected host:port"))?;
-                let host = host
-                    .strip_prefix('[')
-                    .and_then(|h| h.strip_suffix(']'))
-                    .unwrap_or(host);
+                let (host, port) = rest.rsplit_once(':').ok_or_else(|| bad("expected host:port"))?;
+                let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
                 if host.is_empty() {
                     return Err(bad("empty host"));
                 }
                 let port = match port {
                     "*" | "0" => 0,
-                    p => p
-                        .parse::<u16>()
-                        .ok()
-                        .filter(|&p| p != 0)
-                        .ok_or_else(|| bad("invalid port"))?,
+                    p => p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| bad("invalid port"))?,
                 };
-                Ok(Endpoint::Tcp {
-                    host: host.to_owned(),
-                    port,
-                })
+                Ok(Endpoint::Tcp { host: host.to_owned(), port })
             }
             "ipc" if !rest.is_empty() => Ok(Endpoint::Ipc(PathBuf::from(rest))),
             "inproc" if !rest.is_empty() => Ok(Endpoint::Inproc(rest.to_owned())),
@@ -90,36 +76,16 @@ mod tests {
 
     #[test]
     fn parses_every_form() {
-        let tcp = |h: &str, p| Endpoint::Tcp {
-            host: h.into(),
-            port: p,
-        };
+        let tcp = |h: &str, p| Endpoint::Tcp { host: h.into(), port: p };
         assert_eq!("tcp://*:0".parse::<Endpoint>().unwrap(), tcp("*", 0));
         assert_eq!("tcp://*:*".parse::<Endpoint>().unwrap(), tcp("*", 0));
         assert_eq!("tcp://[::1]:5".parse::<Endpoint>().unwrap(), tcp("::1", 5));
-        assert_eq!(
-            "tcp://localhost:80".parse::<Endpoint>().unwrap(),
-            tcp("localhost", 80)
-        );
-        assert_eq!(
-            "ipc:///tmp/x".parse::<Endpoint>().unwrap(),
-            Endpoint::Ipc("/tmp/x".into())
-        );
-        assert_eq!(
-            "inproc://a".parse::<Endpoint>().unwrap(),
-            Endpoint::Inproc("a".into())
-        );
+        assert_eq!("tcp://localhost:80".parse::<Endpoint>().unwrap(), tcp("localhost", 80));
+        assert_eq!("ipc:///tmp/x".parse::<Endpoint>().unwrap(), Endpoint::Ipc("/tmp/x".into()));
+        assert_eq!("inproc://a".parse::<Endpoint>().unwrap(), Endpoint::Inproc("a".into()));
         assert_eq!(tcp("::1", 5).to_string(), "tcp://[::1]:5");
-        for bad in [
-            "tcp://host",
-            "tcp://:5",
-            "tcp://h:70000",
-            "tcp://h:x",
-            "inproc://",
-            "ipc://",
-            "nope",
-            "pgm://a:1",
-        ] {
+        for bad in ["tcp://host", "tcp://:5", "tcp://h:70000", "tcp://h:x", "inproc://", "ipc://", "nope", "pgm://a:1"]
+        {
             assert!(bad.parse::<Endpoint>().is_err(), "{bad}");
         }
     }

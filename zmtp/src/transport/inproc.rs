@@ -17,8 +17,7 @@ static REGISTRY: LazyLock<Mutex<HashMap<String, mpsc::UnboundedSender<DuplexStre
     LazyLock::new(Default::default);
 static BOUND: LazyLock<Notify> = LazyLock::new(Notify::new);
 
-fn registry() -> std::sync::MutexGuard<'static, HashMap<String, mpsc::UnboundedSender<DuplexStream>>>
-{
+fn registry() -> std::sync::MutexGuard<'static, HashMap<String, mpsc::UnboundedSender<DuplexStream>>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -36,18 +35,12 @@ pub(super) fn bind(name: &str) -> Result<InprocListener> {
     reg.insert(name.to_owned(), tx);
     drop(reg);
     BOUND.notify_waiters();
-    Ok(InprocListener {
-        name: name.to_owned(),
-        incoming,
-    })
+    Ok(InprocListener { name: name.to_owned(), incoming })
 }
 
 impl InprocListener {
     pub async fn accept(&mut self) -> std::io::Result<DuplexStream> {
-        self.incoming
-            .recv()
-            .await
-            .ok_or_else(|| std::io::ErrorKind::NotConnected.into())
+        self.incoming.recv().await.ok_or_else(|| std::io::ErrorKind::NotConnected.into())
     }
 }
 

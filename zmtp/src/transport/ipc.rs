@@ -21,10 +21,7 @@ impl IpcListener {
         if path.exists() {
             match std::os::unix::net::UnixStream::connect(&path) {
                 Ok(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!("{} is in use", path.display()),
-                    ));
+                    return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("{} is in use", path.display())));
                 }
                 Err(_) => {
                     tracing::debug!(path = %path.display(), "removing stale ipc socket file");

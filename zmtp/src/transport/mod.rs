@@ -71,10 +71,7 @@ impl Listener {
                 let (l, name) = ipc::IpcListener::bind(path)?;
                 Ok((Listener::Ipc(l), name))
             }
-            Endpoint::Inproc(name) => Ok((
-                Listener::Inproc(inproc::bind(name)?),
-                format!("inproc://{name}"),
-            )),
+            Endpoint::Inproc(name) => Ok((Listener::Inproc(inproc::bind(name)?), format!("inproc://{name}"))),
         }
     }
 
@@ -100,13 +97,7 @@ pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(Connection,
             let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
             Ok((Connection::Tcp(s), peer))
         }
-        Endpoint::Ipc(path) => Ok((
-            Connection::Ipc(tokio::net::UnixStream::connect(path).await?),
-            String::new(),
-        )),
-        Endpoint::Inproc(name) => Ok((
-            Connection::Inproc(inproc::connect(name).await),
-            String::new(),
-        )),
+        Endpoint::Ipc(path) => Ok((Connection::Ipc(tokio::net::UnixStream::connect(path).await?), String::new())),
+        Endpoint::Inproc(name) => Ok((Connection::Inproc(inproc::connect(name).await), String::new())),
     }
 }

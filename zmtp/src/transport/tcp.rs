@@ -7,19 +7,13 @@ use tokio::net::{TcpListener, TcpStream, lookup_host};
 
 pub(super) async fn bind(host: &str, port: u16, ipv6: bool) -> io::Result<(TcpListener, String)> {
     let addr = if host == "*" {
-        let ip = if ipv6 {
-            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-        } else {
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-        };
+        let ip = if ipv6 { IpAddr::V6(Ipv6Addr::UNSPECIFIED) } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) };
         SocketAddr::new(ip, port)
     } else {
-        lookup_host((host, port)).await?.next().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::AddrNotAvailable,
-                format!("cannot resolve {host}"),
-            )
-        })?
+        lookup_host((host, port))
+            .await?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::AddrNotAvailable, format!("cannot resolve {host}")))?
     };
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;

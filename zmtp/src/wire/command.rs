@@ -77,10 +77,7 @@ impl Command {
                     return Err(CommandError::Truncated("PING"));
                 }
                 let ttl_deciseconds = u16::from_be_bytes([data[0], data[1]]);
-                Command::Ping {
-                    ttl_deciseconds,
-                    context: data.slice(2..),
-                }
+                Command::Ping { ttl_deciseconds, context: data.slice(2..) }
             }
             b"PONG" => Command::Pong(data),
             _ => Command::Other { name, data },
@@ -129,16 +126,11 @@ impl Command {
                 out.put_slice(reason);
             }
             Command::Subscribe(t) | Command::Cancel(t) => out.put_slice(t),
-            Command::Ping {
-                ttl_deciseconds,
-                context,
-            } => {
+            Command::Ping { ttl_deciseconds, context } => {
                 out.put_u16(*ttl_deciseconds);
                 out.put_slice(&context[..context.len().min(MAX_PING_CONTEXT)]);
             }
-            Command::Pong(context) => {
-                out.put_slice(&context[..context.len().min(MAX_PING_CONTEXT)])
-            }
+            Command::Pong(context) => out.put_slice(&context[..context.len().min(MAX_PING_CONTEXT)]),
             Command::Other { data, .. } => out.put_slice(data),
         }
     }
@@ -170,9 +162,7 @@ mod tests {
         wire.extend_from_slice(b"\x08Identity\x00\x00\x00\x00");
         assert_eq!(wire.len(), 43);
         let cmd = Command::parse(Bytes::copy_from_slice(&wire[2..])).unwrap();
-        let Command::Ready(md) = &cmd else {
-            panic!("not READY: {cmd:?}")
-        };
+        let Command::Ready(md) = &cmd else { panic!("not READY: {cmd:?}") };
         assert_eq!(md.get("socket-type").unwrap(), "DEALER");
         assert_eq!(md.get("identity").unwrap(), "");
         assert_eq!(frame_bytes(&cmd), wire);
@@ -186,18 +176,12 @@ mod tests {
         assert_eq!(frame_bytes(&sub), expect);
         let cancel = Command::Cancel(Bytes::from_static(b"ab"));
         assert_eq!(frame_bytes(&cancel), b"\x04\x09\x06CANCELab".to_vec());
-        assert_eq!(
-            Command::parse(Bytes::from(expect[2..].to_vec())).unwrap(),
-            sub
-        );
+        assert_eq!(Command::parse(Bytes::from(expect[2..].to_vec())).unwrap(), sub);
     }
 
     #[test]
     fn ping_pong_with_context() {
-        let ping = Command::Ping {
-            ttl_deciseconds: 10,
-            context: Bytes::from_static(b"ctx"),
-        };
+        let ping = Command::Ping { ttl_deciseconds: 10, context: Bytes::from_static(b"ctx") };
         assert_eq!(frame_bytes(&ping), b"\x04\x0a\x04PING\x00\x0actx".to_vec());
         assert_eq!(Command::parse(ping.body()).unwrap(), ping);
         let pong = Command::Pong(Bytes::from_static(b"ctx"));
@@ -216,25 +200,10 @@ mod tests {
 
     #[test]
     fn malformed_commands_are_typed() {
-        assert_eq!(
-            Command::parse(Bytes::new()),
-            Err(CommandError::Malformed(0))
-        );
-        assert_eq!(
-            Command::parse(Bytes::from_static(b"\x09PING")),
-            Err(CommandError::Malformed(5))
-        );
-        assert_eq!(
-            Command::parse(Bytes::from_static(b"\x04PING\x00")),
-            Err(CommandError::Truncated("PING"))
-        );
-        assert!(matches!(
-            Command::parse(Bytes::from_static(b"\x05READY\x03abc")),
-            Err(CommandError::Metadata(_))
-        ));
-        assert!(matches!(
-            Command::parse(Bytes::from_static(b"\x03FOO12")),
-            Ok(Command::Other { .. })
-        ));
+        assert_eq!(Command::parse(Bytes::new()), Err(CommandError::Malformed(0)));
+        assert_eq!(Command::parse(Bytes::from_static(b"\x09PING")), Err(CommandError::Malformed(5)));
+        assert_eq!(Command::parse(Bytes::from_static(b"\x04PING\x00")), Err(CommandError::Truncated("PING")));
+        assert!(matches!(Command::parse(Bytes::from_static(b"\x05READY\x03abc")), Err(CommandError::Metadata(_))));
+        assert!(matches!(Command::parse(Bytes::from_static(b"\x03FOO12")), Ok(Command::Other { .. })));
     }
 }

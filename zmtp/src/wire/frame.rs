@@ -29,18 +29,12 @@ pub struct Frame {
 impl Frame {
     /// A message frame.
     pub fn message(body: impl Into<Bytes>, more: bool) -> Self {
-        Frame {
-            flags: if more { FLAG_MORE } else { 0 },
-            body: body.into(),
-        }
+        Frame { flags: if more { FLAG_MORE } else { 0 }, body: body.into() }
     }
 
     /// A command frame.
     pub fn command(body: impl Into<Bytes>) -> Self {
-        Frame {
-            flags: FLAG_COMMAND,
-            body: body.into(),
-        }
+        Frame { flags: FLAG_COMMAND, body: body.into() }
     }
 
     /// Whether more frames follow.
@@ -122,10 +116,7 @@ impl FrameCodec {
         if size > i64::MAX as u64 {
             return Err(FrameError::SizeOverflow(size));
         }
-        let Some(len) = usize::try_from(size)
-            .ok()
-            .filter(|len| len.checked_add(header_len).is_some())
-        else {
+        let Some(len) = usize::try_from(size).ok().filter(|len| len.checked_add(header_len).is_some()) else {
             return Err(FrameError::SizeOverflow(size));
         };
         Ok(Some((flags & (FLAG_MORE | FLAG_COMMAND), header_len, len)))
@@ -177,15 +168,10 @@ mod tests {
 
     #[test]
     fn alol_example() {
-        let frames = decode_all(
-            &mut FrameCodec::default(),
-            &[0x00, 0x04, b'A', b'L', b'O', b'L'],
-        );
+        let frames = decode_all(&mut FrameCodec::default(), &[0x00, 0x04, b'A', b'L', b'O', b'L']);
         assert_eq!(frames, vec![Frame::message(&b"ALOL"[..], false)]);
         let mut out = BytesMut::new();
-        FrameCodec::default()
-            .encode(Frame::message(&b"ALOL"[..], false), &mut out)
-            .unwrap();
+        FrameCodec::default().encode(Frame::message(&b"ALOL"[..], false), &mut out).unwrap();
         assert_eq!(&out[..], &[0x00, 0x04, b'A', b'L', b'O', b'L']);
     }
 
@@ -193,15 +179,10 @@ mod tests {
     fn long_flag_set_iff_over_255() {
         for (len, header) in [(255usize, 2usize), (256, 9)] {
             let mut out = BytesMut::new();
-            FrameCodec::default()
-                .encode(Frame::message(vec![7u8; len], true), &mut out)
-                .unwrap();
+            FrameCodec::default().encode(Frame::message(vec![7u8; len], true), &mut out).unwrap();
             assert_eq!(out.len(), header + len);
             assert_eq!(out[0] & FLAG_LONG != 0, len > 255);
-            assert_eq!(
-                decode_all(&mut FrameCodec::default(), &out)[0].body.len(),
-                len
-            );
+            assert_eq!(decode_all(&mut FrameCodec::default(), &out)[0].body.len(), len);
         }
     }
 
@@ -246,23 +227,14 @@ mod tests {
         let mut bytes = vec![FLAG_LONG];
         bytes.extend_from_slice(&(1u64 << 63).to_be_bytes());
         let mut buf = BytesMut::from(&bytes[..]);
-        assert!(matches!(
-            FrameCodec::default().decode(&mut buf),
-            Err(FrameError::SizeOverflow(_))
-        ));
+        assert!(matches!(FrameCodec::default().decode(&mut buf), Err(FrameError::SizeOverflow(_))));
     }
 
     #[test]
     fn max_frame_size_is_checked_on_the_header() {
         let mut buf = BytesMut::from(&[0x00, 200][..]);
         let err = FrameCodec::new(Some(100)).decode(&mut buf).unwrap_err();
-        assert!(matches!(
-            err,
-            FrameError::TooLarge {
-                size: 200,
-                max: 100
-            }
-        ));
+        assert!(matches!(err, FrameError::TooLarge { size: 200, max: 100 }));
     }
 
     #[test]
@@ -273,11 +245,7 @@ mod tests {
         let result = FrameCodec::default().decode(&mut buf);
         if cfg!(target_pointer_width = "64") {
             assert!(result.unwrap().is_none());
-            assert!(
-                buf.capacity() <= READ_CHUNK + 64,
-                "reserved {}",
-                buf.capacity()
-            );
+            assert!(buf.capacity() <= READ_CHUNK + 64, "reserved {}", buf.capacity());
         } else {
             assert!(matches!(result, Err(FrameError::SizeOverflow(_))));
         }

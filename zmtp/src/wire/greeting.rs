@@ -59,12 +59,7 @@ pub struct Greeting {
 impl Greeting {
     /// Our greeting: ZMTP 3.1 with the given mechanism.
     pub fn new(mechanism: Mechanism, as_server: bool) -> Self {
-        Greeting {
-            major: 3,
-            minor: 1,
-            mechanism: mechanism.field(),
-            as_server,
-        }
+        Greeting { major: 3, minor: 1, mechanism: mechanism.field(), as_server }
     }
 
     /// The 64 bytes on the wire.
@@ -83,9 +78,7 @@ impl Greeting {
 
     /// The mechanism the peer asked for, if it is one we know.
     pub fn mechanism(&self) -> Option<Mechanism> {
-        [Mechanism::Null, Mechanism::Plain, Mechanism::Curve]
-            .into_iter()
-            .find(|m| m.field() == self.mechanism)
+        [Mechanism::Null, Mechanism::Plain, Mechanism::Curve].into_iter().find(|m| m.field() == self.mechanism)
     }
 
     /// The mechanism field as printable text, for error messages.
@@ -97,10 +90,7 @@ impl Greeting {
     /// Checks that the peer's greeting can talk to ours (version and mechanism).
     pub fn check_peer(&self, ours: Mechanism) -> Result<(), GreetingError> {
         if self.mechanism != ours.field() {
-            return Err(GreetingError::MechanismMismatch {
-                ours,
-                theirs: self.mechanism_text(),
-            });
+            return Err(GreetingError::MechanismMismatch { ours, theirs: self.mechanism_text() });
         }
         Ok(())
     }
@@ -142,9 +132,7 @@ pub struct GreetingDecoder {
 impl GreetingDecoder {
     /// A decoder that has seen nothing yet.
     pub fn new() -> Self {
-        GreetingDecoder {
-            buf: Vec::with_capacity(GREETING_LEN),
-        }
+        GreetingDecoder { buf: Vec::with_capacity(GREETING_LEN) }
     }
 
     /// How many more bytes are needed before the greeting is complete.
@@ -160,10 +148,7 @@ impl GreetingDecoder {
         let b = &self.buf;
         // A first byte other than 0xFF is ZMTP/1.0: refuse it without waiting for ten bytes.
         if b.first().is_some_and(|&first| first != 0xFF) || (b.len() >= 10 && b[9] & 1 == 0) {
-            return Err(GreetingError::BadSignature {
-                first: b[0],
-                last: b.get(9).copied().unwrap_or(0),
-            });
+            return Err(GreetingError::BadSignature { first: b[0], last: b.get(9).copied().unwrap_or(0) });
         }
         if b.len() >= 11 && b[10] < 3 {
             return Err(GreetingError::UnsupportedVersion { major: b[10] });
@@ -173,15 +158,7 @@ impl GreetingDecoder {
         }
         let mut mechanism = [0u8; 20];
         mechanism.copy_from_slice(&b[12..32]);
-        Ok((
-            used,
-            Some(Greeting {
-                major: b[10],
-                minor: b[11],
-                mechanism,
-                as_server: b[32] == 1,
-            }),
-        ))
+        Ok((used, Some(Greeting { major: b[10], minor: b[11], mechanism, as_server: b[32] == 1 })))
     }
 }
 
@@ -248,13 +225,7 @@ mod tests {
     fn mechanism_mismatch_is_typed() {
         let peer = Greeting::new(Mechanism::Curve, false);
         let err = peer.check_peer(Mechanism::Null).unwrap_err();
-        assert_eq!(
-            err,
-            GreetingError::MechanismMismatch {
-                ours: Mechanism::Null,
-                theirs: "CURVE".into()
-            }
-        );
+        assert_eq!(err, GreetingError::MechanismMismatch { ours: Mechanism::Null, theirs: "CURVE".into() });
     }
 
     #[test]

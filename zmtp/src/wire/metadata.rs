@@ -29,10 +29,7 @@ pub enum MetadataError {
 }
 
 fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name
-            .iter()
-            .all(|&c| c.is_ascii_alphanumeric() || b"-_.+".contains(&c))
+    !name.is_empty() && name.iter().all(|&c| c.is_ascii_alphanumeric() || b"-_.+".contains(&c))
 }
 
 impl Metadata {
@@ -49,10 +46,7 @@ impl Metadata {
 
     /// The first property with this name, compared case-insensitively.
     pub fn get(&self, name: &str) -> Option<&Bytes> {
-        self.properties
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        self.properties.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
     }
 
     /// All properties in order.
@@ -67,31 +61,19 @@ impl Metadata {
         while !data.is_empty() {
             let at = total - data.len();
             let name_len = data[0] as usize;
-            let name = data
-                .get(1..1 + name_len)
-                .ok_or(MetadataError::Truncated(at))?;
+            let name = data.get(1..1 + name_len).ok_or(MetadataError::Truncated(at))?;
             if !valid_name(name) {
-                return Err(MetadataError::BadName(
-                    String::from_utf8_lossy(name).into_owned(),
-                ));
+                return Err(MetadataError::BadName(String::from_utf8_lossy(name).into_owned()));
             }
             let rest = &data[1 + name_len..];
-            let len_bytes: [u8; 4] = rest
-                .get(..4)
-                .ok_or(MetadataError::Truncated(at))?
-                .try_into()
-                .expect("4 bytes");
+            let len_bytes: [u8; 4] = rest.get(..4).ok_or(MetadataError::Truncated(at))?.try_into().expect("4 bytes");
             let value_len = u32::from_be_bytes(len_bytes);
             if value_len as usize > MAX_VALUE_LEN {
                 return Err(MetadataError::ValueTooLong(value_len));
             }
-            let value = rest
-                .get(4..4 + value_len as usize)
-                .ok_or(MetadataError::Truncated(at))?;
-            properties.push((
-                String::from_utf8(name.to_vec()).expect("validated ASCII"),
-                Bytes::copy_from_slice(value),
-            ));
+            let value = rest.get(4..4 + value_len as usize).ok_or(MetadataError::Truncated(at))?;
+            properties
+                .push((String::from_utf8(name.to_vec()).expect("validated ASCII"), Bytes::copy_from_slice(value)));
             data = &rest[4 + value_len as usize..];
         }
         Ok(Metadata { properties })
@@ -99,10 +81,7 @@ impl Metadata {
 
     /// Encoded length in bytes.
     pub fn encoded_len(&self) -> usize {
-        self.properties
-            .iter()
-            .map(|(n, v)| 1 + n.len() + 4 + v.len())
-            .sum()
+        self.properties.iter().map(|(n, v)| 1 + n.len() + 4 + v.len()).sum()
     }
 
     /// Appends the encoded block to `out`.
@@ -136,25 +115,10 @@ mod tests {
 
     #[test]
     fn truncation_and_bad_names_are_typed() {
-        assert_eq!(
-            Metadata::parse(&[5, b'a']),
-            Err(MetadataError::Truncated(0))
-        );
-        assert_eq!(
-            Metadata::parse(&[1, b'a', 0, 0, 0, 9, b'x']),
-            Err(MetadataError::Truncated(0))
-        );
-        assert!(matches!(
-            Metadata::parse(&[0, 0, 0, 0, 0]),
-            Err(MetadataError::BadName(_))
-        ));
-        assert!(matches!(
-            Metadata::parse(&[1, b' ', 0, 0, 0, 0]),
-            Err(MetadataError::BadName(_))
-        ));
-        assert_eq!(
-            Metadata::parse(&[1, b'a', 0x80, 0, 0, 0]),
-            Err(MetadataError::ValueTooLong(0x8000_0000))
-        );
+        assert_eq!(Metadata::parse(&[5, b'a']), Err(MetadataError::Truncated(0)));
+        assert_eq!(Metadata::parse(&[1, b'a', 0, 0, 0, 9, b'x']), Err(MetadataError::Truncated(0)));
+        assert!(matches!(Metadata::parse(&[0, 0, 0, 0, 0]), Err(MetadataError::BadName(_))));
+        assert!(matches!(Metadata::parse(&[1, b' ', 0, 0, 0, 0]), Err(MetadataError::BadName(_))));
+        assert_eq!(Metadata::parse(&[1, b'a', 0x80, 0, 0, 0]), Err(MetadataError::ValueTooLong(0x8000_0000)));
     }
 }

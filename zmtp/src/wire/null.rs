@@ -56,9 +56,8 @@ impl PeerInfo {
             None => None,
             Some(name) => {
                 let name = String::from_utf8_lossy(name);
-                let peer: SocketType = name
-                    .parse()
-                    .map_err(|_| HandshakeError::UnknownSocketType(name.into_owned()))?;
+                let peer: SocketType =
+                    name.parse().map_err(|_| HandshakeError::UnknownSocketType(name.into_owned()))?;
                 if !ours.accepts(peer) {
                     return Err(HandshakeError::IncompatibleSocketType { ours, peer });
                 }
@@ -66,11 +65,7 @@ impl PeerInfo {
             }
         };
         let identity = metadata.get("Identity").cloned().unwrap_or_default();
-        Ok(PeerInfo {
-            socket_type,
-            identity,
-            metadata,
-        })
+        Ok(PeerInfo { socket_type, identity, metadata })
     }
 }
 
@@ -95,11 +90,7 @@ pub struct NullHandshake {
 impl NullHandshake {
     /// A handshake for a socket of type `ours` announcing `identity` (used only by REQ/DEALER/ROUTER).
     pub fn new(ours: SocketType, identity: Bytes) -> Self {
-        NullHandshake {
-            ours,
-            ready: ready_metadata(ours, &identity),
-            sent_ready: false,
-        }
+        NullHandshake { ours, ready: ready_metadata(ours, &identity), sent_ready: false }
     }
 
     /// The command to send right after the greeting.
@@ -114,9 +105,7 @@ impl NullHandshake {
         match Command::parse(body)? {
             Command::Ready(md) => PeerInfo::from_ready(self.ours, md),
             Command::Error(reason) => Err(HandshakeError::PeerError(reason)),
-            other => Err(HandshakeError::UnexpectedCommand(
-                format!("{other:?}").chars().take(40).collect(),
-            )),
+            other => Err(HandshakeError::UnexpectedCommand(format!("{other:?}").chars().take(40).collect())),
         }
     }
 }
@@ -141,15 +130,10 @@ mod tests {
     fn wrong_peer_type_is_refused() {
         let mut ours = NullHandshake::new(SocketType::Pull, Bytes::new());
         let _ = ours.start();
-        let body = NullHandshake::new(SocketType::Pull, Bytes::new())
-            .start()
-            .body();
+        let body = NullHandshake::new(SocketType::Pull, Bytes::new()).start().body();
         assert_eq!(
             ours.on_command(body),
-            Err(HandshakeError::IncompatibleSocketType {
-                ours: SocketType::Pull,
-                peer: SocketType::Pull
-            })
+            Err(HandshakeError::IncompatibleSocketType { ours: SocketType::Pull, peer: SocketType::Pull })
         );
     }
 
@@ -157,13 +141,9 @@ mod tests {
     fn error_and_other_commands_fail() {
         let mut hs = NullHandshake::new(SocketType::Sub, Bytes::new());
         let _ = hs.start();
-        let err = hs
-            .on_command(Command::Error(Bytes::from_static(b"400")).body())
-            .unwrap_err();
+        let err = hs.on_command(Command::Error(Bytes::from_static(b"400")).body()).unwrap_err();
         assert_eq!(err, HandshakeError::PeerError(Bytes::from_static(b"400")));
-        let err = hs
-            .on_command(Command::Pong(Bytes::new()).body())
-            .unwrap_err();
+        let err = hs.on_command(Command::Pong(Bytes::new()).body()).unwrap_err();
         assert!(matches!(err, HandshakeError::UnexpectedCommand(_)));
     }
 
@@ -175,9 +155,7 @@ mod tests {
         md.insert("socket-type", "pub");
         let info = hs.on_command(Command::Ready(md).body()).unwrap();
         assert_eq!(info.socket_type, Some(SocketType::Pub));
-        let info = hs
-            .on_command(Command::Ready(Metadata::new()).body())
-            .unwrap();
+        let info = hs.on_command(Command::Ready(Metadata::new()).body()).unwrap();
         assert_eq!(info.socket_type, None);
     }
 
@@ -187,9 +165,6 @@ mod tests {
         ready_metadata(SocketType::Pub, &Bytes::from_static(b"x")).encode(&mut out);
         assert_eq!(&out[..], b"\x0bSocket-Type\x00\x00\x00\x03PUB");
         let md = ready_metadata(SocketType::Dealer, &Bytes::new());
-        assert_eq!(
-            md.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            ["Socket-Type", "Identity"]
-        );
+        assert_eq!(md.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["Socket-Type", "Identity"]);
     }
 }

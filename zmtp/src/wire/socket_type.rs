@@ -66,10 +66,7 @@ impl SocketType {
 
     /// Whether READY from this type carries `Identity` (libzmq: REQ, DEALER, ROUTER).
     pub fn sends_identity(self) -> bool {
-        matches!(
-            self,
-            SocketType::Req | SocketType::Dealer | SocketType::Router
-        )
+        matches!(self, SocketType::Req | SocketType::Dealer | SocketType::Router)
     }
 }
 
@@ -90,12 +87,10 @@ impl FromStr for SocketType {
     /// Parses a type name in any casing.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         use SocketType::*;
-        [
-            Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub,
-        ]
-        .into_iter()
-        .find(|t| t.as_str().eq_ignore_ascii_case(s))
-        .ok_or_else(|| UnknownSocketType(s.to_owned()))
+        [Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub]
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownSocketType(s.to_owned()))
     }
 }
 
@@ -104,9 +99,7 @@ mod tests {
     use super::*;
     use SocketType::*;
 
-    const ALL: [SocketType; 11] = [
-        Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub,
-    ];
+    const ALL: [SocketType; 11] = [Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub];
 
     #[test]
     fn compatibility_is_symmetric_and_matches_the_table() {
