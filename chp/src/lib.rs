@@ -1,0 +1,1 @@
+//! Clustered Hashmap Protocol (12/CHP) over zmtp.

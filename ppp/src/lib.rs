@@ -1,0 +1,1 @@
+//! Paranoid Pirate Protocol (6/PPP) over zmtp.
