@@ -40,6 +40,28 @@ pub(crate) struct Options {
     pub req_relaxed: bool,
     /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard (dual stack).
     pub ipv6: bool,
+    /// ZMQ_REQ_CORRELATE: REQ prefixes requests with an id and drops replies that do not carry it.
+    pub req_correlate: bool,
+    /// ZMQ_CONFLATE: keep only the last message in each queue (single-part messages).
+    pub conflate: bool,
+    /// ZMQ_XPUB_VERBOSE: XPUB passes every subscribe to the application, not only the first.
+    pub xpub_verbose: bool,
+    /// ZMQ_XPUB_VERBOSER: like XPUB_VERBOSE, and every unsubscribe too.
+    pub xpub_verboser: bool,
+    /// ZMQ_XPUB_NODROP: XPUB/PUB block (or WouldBlock) at a subscriber's HWM instead of dropping.
+    pub xpub_nodrop: bool,
+    /// ZMQ_XPUB_WELCOME_MSG: sent to every new subscriber.
+    pub xpub_welcome_msg: Option<Bytes>,
+    /// ZMQ_CONNECT_ROUTING_ID: the routing id a ROUTER gives the peer of its next `connect`.
+    pub connect_routing_id: Option<Bytes>,
+    /// ZMQ_TCP_KEEPALIVE: `None` = OS default (-1), else on/off.
+    pub tcp_keepalive: Option<bool>,
+    /// ZMQ_TCP_KEEPALIVE_IDLE: idle time before probes (`None` = OS default).
+    pub tcp_keepalive_idle: Option<Duration>,
+    /// ZMQ_TCP_KEEPALIVE_INTVL: interval between probes (`None` = OS default).
+    pub tcp_keepalive_intvl: Option<Duration>,
+    /// ZMQ_TCP_KEEPALIVE_CNT: probes before the connection is dropped (`None` = OS default).
+    pub tcp_keepalive_cnt: Option<u32>,
 }
 
 impl Default for Options {
@@ -61,6 +83,17 @@ impl Default for Options {
             handshake_ivl: Some(Duration::from_secs(30)),
             req_relaxed: false,
             ipv6: false,
+            req_correlate: false,
+            conflate: false,
+            xpub_verbose: false,
+            xpub_verboser: false,
+            xpub_nodrop: false,
+            xpub_welcome_msg: None,
+            connect_routing_id: None,
+            tcp_keepalive: None,
+            tcp_keepalive_idle: None,
+            tcp_keepalive_intvl: None,
+            tcp_keepalive_cnt: None,
         }
     }
 }

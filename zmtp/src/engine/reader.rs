@@ -66,11 +66,14 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
             }
             let msg = std::mem::take(&mut partial);
             if publisher {
-                // Subscribers talk to publishers only in subscriptions; the 3.0 form is a message.
+                // Subscriptions in the ZMTP 3.0 message form; XPUB passes anything else up, PUB drops it.
                 if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
                     core.peer_subscription(peer, &msg[0][1..], msg[0][0] == 1);
+                    continue;
                 }
-                continue;
+                if core.socket_type != crate::SocketType::XPub {
+                    continue;
+                }
             }
             batch.push_back(msg);
         }

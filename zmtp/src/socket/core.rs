@@ -7,10 +7,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use smallvec::SmallVec;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::inbox::{Inbox, PeerId, PeerMap, Pushed};
+use super::mtrie::MTrie;
 use super::pipe::{OutPipe, Outbound};
 use super::subscriptions::Subscriptions;
 use crate::error::{ConnectionError, Error, Result};
@@ -70,12 +72,16 @@ pub(crate) struct Peer {
     pub kill: CancellationToken,
     /// Created by `connect()`: survives disconnects and keeps its queue.
     pub persistent: bool,
+    /// CONNECT_ROUTING_ID given to this connect-side peer (ROUTER).
+    pub assigned_routing_id: Option<Bytes>,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct ReqState {
     /// The peer the outstanding request went to.
     pub awaiting: Option<PeerId>,
+    /// REQ_CORRELATE: the id of the outstanding request.
+    pub request_id: u32,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +101,8 @@ pub(crate) struct State {
     pub next_generated_id: u32,
     /// SUB/XSUB: our subscriptions, refcounted.
     pub subscriptions: Subscriptions,
+    /// PUB/XPUB: every peer's subscriptions.
+    pub mtrie: MTrie,
     pub req: ReqState,
     pub rep: RepState,
     pub closed: bool,
@@ -116,6 +124,8 @@ pub(crate) struct Core {
     pub connections: AtomicUsize,
     pub connections_done: Notify,
     pub monitors: crate::monitor::Monitors,
+    /// IMMEDIATE, read on every load-balanced send, so kept out of the options lock.
+    pub immediate: std::sync::atomic::AtomicBool,
 }
 
 /// What a connection gets when it joins the socket.
@@ -150,6 +160,7 @@ impl Core {
             connections: AtomicUsize::new(0),
             connections_done: Notify::new(),
             monitors: Default::default(),
+            immediate: Default::default(),
         })
     }
 
@@ -163,23 +174,24 @@ impl Core {
 
     fn new_peer(&self, state: &mut State, persistent: bool, kill: CancellationToken) -> PeerId {
         let id = self.next_peer.fetch_add(1, Ordering::Relaxed);
-        let (sndhwm, rcvhwm) = {
-            let o = self.options();
-            (o.sndhwm, o.rcvhwm)
+        let (sndhwm, rcvhwm, conflate, assigned_routing_id) = {
+            let mut o = self.options();
+            let assigned = if persistent { o.connect_routing_id.take() } else { None };
+            (o.sndhwm, o.rcvhwm, o.conflate, assigned)
         };
         let peer = Peer {
-            out: Arc::new(OutPipe::new(sndhwm, self.space.clone())),
+            out: Arc::new(OutPipe::new(sndhwm, conflate, self.space.clone())),
             routing_id: Bytes::new(),
             subscriptions: Subscriptions::default(),
             connected: false,
             minor: 1,
             kill,
             persistent,
-            // (fields above)
+            assigned_routing_id,
         };
         state.order.push((id, peer.out.clone()));
         state.peers.insert(id, peer);
-        self.inbox.add_peer(id, rcvhwm, Bytes::new());
+        self.inbox.add_peer(id, rcvhwm, conflate, Bytes::new());
         id
     }
 
@@ -208,7 +220,8 @@ impl Core {
             return Err(ConnectionError::Refused("PAIR socket already has a peer"));
         }
         let routing_id = if self.socket_type == SocketType::Router {
-            Some(self.claim_routing_id(&mut state, slot, &info.identity)?)
+            let assigned = slot.and_then(|id| state.peers.get(&id)).and_then(|p| p.assigned_routing_id.clone());
+            Some(self.claim_routing_id(&mut state, slot, assigned.as_ref().unwrap_or(&info.identity))?)
         } else {
             None
         };
@@ -221,7 +234,6 @@ impl Core {
         peer.connected = true;
         peer.minor = minor;
         peer.kill = kill.clone();
-        peer.subscriptions.clear();
         let out = peer.out.clone();
         if let Some(rid) = routing_id {
             peer.routing_id = rid.clone();
@@ -233,9 +245,15 @@ impl Core {
                 out.push_command(Outbound::Subscribe(topic.clone(), true));
             }
         }
-        let probe = self.options().probe_router;
+        let (probe, welcome) = {
+            let o = self.options();
+            (o.probe_router, o.xpub_welcome_msg.clone())
+        };
         if probe && matches!(self.socket_type, SocketType::Router | SocketType::Dealer | SocketType::Req) {
             let _ = out.try_push(Message::single(Bytes::new()));
+        }
+        if let Some(welcome) = welcome.filter(|_| self.socket_type == SocketType::XPub) {
+            let _ = out.try_push(Message::single(welcome));
         }
         drop(state);
         self.space.wake();
@@ -285,14 +303,15 @@ impl Core {
         let peer = state.peers.get_mut(&id).expect("present");
         if keep && peer.persistent && !closed {
             peer.connected = false;
-            peer.subscriptions.clear();
-            peer.out.purge_commands();
+            peer.out.purge(self.immediate.load(Ordering::Relaxed));
+            self.drop_peer_subscriptions(&mut state, id);
             return;
         }
         self.remove_peer_locked(&mut state, id);
     }
 
     fn remove_peer_locked(&self, state: &mut State, id: PeerId) {
+        self.drop_peer_subscriptions(state, id);
         if let Some(peer) = state.peers.remove(&id) {
             peer.kill.cancel();
             peer.out.close();
@@ -321,24 +340,55 @@ impl Core {
         }
     }
 
-    /// A subscription change from a subscriber (PUB/XPUB side).
+    /// A subscription change from a subscriber (PUB/XPUB side). XPUB tells its application about the
+    /// first subscriber of a prefix and the last one leaving (every change with VERBOSE/VERBOSER).
     pub fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) {
         let mut state = self.state();
-        if let Some(p) = state.peers.get_mut(&peer) {
-            if subscribe {
-                p.subscriptions.insert_once(topic);
-            } else {
-                p.subscriptions.remove_all(topic);
+        let state = &mut *state;
+        let Some(p) = state.peers.get_mut(&peer) else { return };
+        let notify = if subscribe {
+            p.subscriptions.insert_once(topic);
+            let (first, _) = state.mtrie.add(topic, peer);
+            first || self.xpub_option(|o| o.xpub_verbose || o.xpub_verboser)
+        } else {
+            p.subscriptions.remove_all(topic);
+            let (removed, last) = state.mtrie.remove(topic, peer);
+            removed && (last || self.xpub_option(|o| o.xpub_verboser))
+        };
+        if notify && self.socket_type == SocketType::XPub {
+            self.inbox.push_unbounded(peer, subscription_message(topic, subscribe));
+        }
+    }
+
+    fn xpub_option(&self, f: impl FnOnce(&Options) -> bool) -> bool {
+        self.socket_type == SocketType::XPub && f(&self.options())
+    }
+
+    /// A subscriber left: its subscriptions go, and XPUB hears of prefixes nobody wants any more.
+    fn drop_peer_subscriptions(&self, state: &mut State, id: PeerId) {
+        let Some(p) = state.peers.get_mut(&id) else { return };
+        let topics: Vec<Bytes> = p.subscriptions.iter().cloned().collect();
+        p.subscriptions.clear();
+        for topic in topics {
+            let (removed, last) = state.mtrie.remove(&topic, id);
+            if removed && last && self.socket_type == SocketType::XPub {
+                self.inbox.push_unbounded(id, subscription_message(&topic, false));
             }
         }
     }
 
-    /// SUB: subscribe/unsubscribe locally and tell every publisher when the set changes.
+    /// SUB/XSUB: subscribe/unsubscribe locally and tell every publisher. As in libzmq, every subscribe
+    /// goes upstream (an XPUB there filters duplicates), an unsubscribe only when its refcount hits zero.
     pub fn local_subscription(&self, topic: &[u8], subscribe: bool) {
         let mut state = self.state();
-        let changed = if subscribe { state.subscriptions.add(topic) } else { state.subscriptions.remove(topic) };
-        if changed {
-            self.inbox.filter_update(topic, subscribe);
+        let forward = if subscribe {
+            state.subscriptions.add(topic);
+            true
+        } else {
+            state.subscriptions.remove(topic)
+        };
+        self.inbox.filter_update(topic, subscribe);
+        if forward {
             let topic = Bytes::copy_from_slice(topic);
             for p in state.peers.values() {
                 if p.connected {
@@ -359,24 +409,38 @@ impl Core {
         }
         match self.socket_type {
             SocketType::Dealer | SocketType::Push => {
-                Ok(load_balance(&mut state, msg).map_or_else(TrySend::Full, |_| TrySend::Sent))
+                let immediate = self.immediate.load(Ordering::Relaxed);
+                Ok(load_balance(&mut state, msg, immediate).map_or_else(TrySend::Full, |_| TrySend::Sent))
             }
             SocketType::Pair => match state.order.first() {
                 Some((_, out)) => Ok(out.try_push(msg).map_or_else(TrySend::Full, |_| TrySend::Sent)),
                 None => Ok(TrySend::Full(msg)),
             },
             SocketType::Req => {
-                if state.req.awaiting.is_some() && !self.options().req_relaxed {
+                let (relaxed, correlate) = {
+                    let o = self.options();
+                    (o.req_relaxed, o.req_correlate)
+                };
+                if state.req.awaiting.is_some() && !relaxed {
                     return Err(Error::InvalidState);
                 }
                 msg.push_front(Bytes::new());
-                match load_balance(&mut state, msg) {
+                let request_id = state.req.request_id.wrapping_add(1);
+                if correlate {
+                    msg.push_front(Bytes::copy_from_slice(&request_id.to_be_bytes()));
+                }
+                let immediate = self.immediate.load(Ordering::Relaxed);
+                match load_balance(&mut state, msg, immediate) {
                     Ok(peer) => {
                         state.req.awaiting = Some(peer);
+                        state.req.request_id = request_id;
                         Ok(TrySend::Sent)
                     }
                     Err(mut msg) => {
                         msg.pop_front();
+                        if correlate {
+                            msg.pop_front();
+                        }
                         Ok(TrySend::Full(msg))
                     }
                 }
@@ -411,12 +475,18 @@ impl Core {
                 }
             }
             SocketType::Pub | SocketType::XPub => {
-                let topic = msg.first().expect("non-empty").clone();
-                for p in state.peers.values() {
-                    if p.connected && p.subscriptions.matches(&topic) {
-                        // A peer at its HWM loses the message (libzmq PUB semantics).
-                        let _ = p.out.try_push(msg.clone());
-                    }
+                let mut targets: SmallVec<[PeerId; 16]> = SmallVec::new();
+                state.mtrie.for_each_match(msg.first().expect("non-empty"), |p| targets.push(p));
+                targets.sort_unstable();
+                targets.dedup();
+                let peers = &state.peers;
+                let live = targets.iter().filter_map(|id| peers.get(id)).filter(|p| p.connected);
+                if self.xpub_option(|o| o.xpub_nodrop) && live.clone().any(|p| !p.out.has_room()) {
+                    return Ok(TrySend::Full(msg));
+                }
+                // A subscriber at its HWM loses the message (libzmq PUB semantics) unless NODROP.
+                for p in live {
+                    let _ = p.out.try_push(msg.clone());
                 }
                 Ok(TrySend::Sent)
             }
@@ -475,8 +545,17 @@ impl Core {
                 }
                 SocketType::Req => {
                     let mut state = self.state();
-                    if state.req.awaiting != Some(received.peer) || msg.first().is_none_or(|f| !f.is_empty()) {
-                        continue; // a stray or malformed reply: drop it
+                    if state.req.awaiting != Some(received.peer) {
+                        continue; // a reply from a peer we are not waiting for
+                    }
+                    if self.options().req_correlate {
+                        let id = msg.pop_front();
+                        if id.as_deref() != Some(&state.req.request_id.to_be_bytes()[..]) {
+                            continue; // a stale reply to an earlier request
+                        }
+                    }
+                    if msg.first().is_none_or(|f| !f.is_empty()) {
+                        continue; // no empty delimiter: malformed
                     }
                     msg.pop_front();
                     state.req.awaiting = None;
@@ -521,12 +600,23 @@ impl Core {
     }
 }
 
+/// `\x01topic` / `\x00topic`, the message form of a subscription change.
+pub(crate) fn subscription_message(topic: &[u8], subscribe: bool) -> Message {
+    let mut frame = BytesMut::with_capacity(topic.len() + 1);
+    frame.put_u8(subscribe as u8);
+    frame.put_slice(topic);
+    Message::single(frame.freeze())
+}
+
 /// Round-robin over peers with room; returns the peer used.
-fn load_balance(state: &mut State, mut msg: Message) -> Result<PeerId, Message> {
+fn load_balance(state: &mut State, mut msg: Message, immediate: bool) -> Result<PeerId, Message> {
     let n = state.order.len();
     for i in 0..n {
         let idx = (state.cursor + i) % n;
         let (id, out) = &state.order[idx];
+        if immediate && !state.peers[id].connected {
+            continue; // IMMEDIATE: no queueing for peers that are not connected
+        }
         match out.try_push(msg) {
             Ok(()) => {
                 let id = *id;

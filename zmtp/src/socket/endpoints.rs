@@ -56,8 +56,9 @@ async fn accept_loop(
 ) {
     loop {
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            biased;
             _ = accepting.cancelled() => return,
+            a = listener.accept() => a,
         };
         match accepted {
             Ok((conn, peer)) => {
@@ -93,7 +94,13 @@ async fn run_connection(
     let _live = core.connection_started();
     let info = ConnectionInfo { endpoint, peer_addr: peer };
     match conn {
-        Connection::Tcp(s) => engine::run(core, slot, s, kill, info).await,
+        Connection::Tcp(s) => {
+            let opts = core.options().clone();
+            if let Err(e) = transport::set_keepalive(&s, &opts) {
+                tracing::warn!(endpoint, error = %e, "cannot set TCP keepalive options");
+            }
+            engine::run(core, slot, s, kill, info).await
+        }
         Connection::Ipc(s) => engine::run(core, slot, s, kill, info).await,
         Connection::Inproc(s) => engine::run(core, slot, s, kill, info).await,
     }

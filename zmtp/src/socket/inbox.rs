@@ -49,6 +49,8 @@ struct PeerQueue {
     reader_waiting: bool,
     /// The connection is gone; drop the queue once drained.
     detached: bool,
+    /// CONFLATE: only the newest message is kept.
+    conflate: bool,
 }
 
 #[derive(Debug, Default)]
@@ -94,7 +96,7 @@ impl Inbox {
         &self.readable
     }
 
-    pub fn add_peer(&self, peer: PeerId, hwm: usize, routing_id: Bytes) {
+    pub fn add_peer(&self, peer: PeerId, hwm: usize, conflate: bool, routing_id: Bytes) {
         let queue = PeerQueue {
             messages: VecDeque::new(),
             hwm,
@@ -102,6 +104,7 @@ impl Inbox {
             reader_wake: Arc::new(Notify::new()),
             reader_waiting: false,
             detached: false,
+            conflate,
         };
         self.lock().queues.insert(peer, queue);
     }
@@ -134,6 +137,13 @@ impl Inbox {
             return Pushed::All;
         };
         let was_empty = q.messages.is_empty();
+        if q.conflate
+            && let Some(last) = batch.pop_back()
+        {
+            batch.clear();
+            q.messages.clear();
+            q.messages.push_back(last);
+        }
         while let Some(msg) = batch.pop_front() {
             if q.hwm != 0 && q.messages.len() >= q.hwm {
                 batch.push_front(msg);
@@ -150,6 +160,19 @@ impl Inbox {
         } else {
             q.reader_waiting = true;
             Pushed::Full(q.reader_wake.clone())
+        }
+    }
+
+    /// Queues a message that must not be refused by the HWM (XPUB subscription notices).
+    pub fn push_unbounded(&self, peer: PeerId, msg: Message) {
+        let mut s = self.lock();
+        let s = &mut *s;
+        let Some(q) = s.queues.get_mut(&peer) else { return };
+        let was_empty = q.messages.is_empty();
+        q.messages.push_back(msg);
+        if was_empty {
+            s.ready.push_back(peer);
+            self.readable.wake();
         }
     }
 

@@ -3,6 +3,7 @@
 pub(crate) mod core;
 mod endpoints;
 pub(crate) mod inbox;
+mod mtrie;
 pub(crate) mod pipe;
 mod subscriptions;
 
@@ -331,6 +332,52 @@ impl Socket {
     option!(
         /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard. Default off.
         ipv6, set_ipv6, ipv6: bool);
+
+    option!(
+        /// ZMQ_REQ_CORRELATE: REQ tags each request with an id and drops replies without it. Default off.
+        req_correlate, set_req_correlate, req_correlate: bool);
+    option!(
+        /// ZMQ_CONFLATE: keep only the newest message per queue (DEALER, PULL, PUSH, PUB, SUB; single-part
+        /// messages). Applies to connections made afterwards. Default off.
+        conflate, set_conflate, conflate: bool);
+    option!(
+        /// ZMQ_XPUB_VERBOSE: pass every subscribe, not only a prefix's first, to the XPUB application.
+        xpub_verbose, set_xpub_verbose, xpub_verbose: bool);
+    option!(
+        /// ZMQ_XPUB_VERBOSER: pass every subscribe and every unsubscribe to the XPUB application.
+        xpub_verboser, set_xpub_verboser, xpub_verboser: bool);
+    option!(
+        /// ZMQ_XPUB_NODROP: at a subscriber's HWM, `send` waits (`try_send`: WouldBlock) instead of dropping.
+        xpub_nodrop, set_xpub_nodrop, xpub_nodrop: bool);
+    option!(
+        /// ZMQ_XPUB_WELCOME_MSG: a message sent to every new subscriber of an XPUB.
+        xpub_welcome_msg, set_xpub_welcome_msg, xpub_welcome_msg: Option<Bytes>);
+    option!(
+        /// ZMQ_CONNECT_ROUTING_ID: the routing id a ROUTER uses for the peer of its next `connect`.
+        connect_routing_id, set_connect_routing_id, connect_routing_id: Option<Bytes>);
+    option!(
+        /// ZMQ_TCP_KEEPALIVE: `None` keeps the OS default (libzmq -1), `Some(on)` sets SO_KEEPALIVE.
+        tcp_keepalive, set_tcp_keepalive, tcp_keepalive: Option<bool>);
+    option!(
+        /// ZMQ_TCP_KEEPALIVE_IDLE: idle time before keepalive probes (`None` = OS default).
+        tcp_keepalive_idle, set_tcp_keepalive_idle, tcp_keepalive_idle: Option<Duration>);
+    option!(
+        /// ZMQ_TCP_KEEPALIVE_INTVL: time between keepalive probes (`None` = OS default).
+        tcp_keepalive_intvl, set_tcp_keepalive_intvl, tcp_keepalive_intvl: Option<Duration>);
+    option!(
+        /// ZMQ_TCP_KEEPALIVE_CNT: unanswered probes before the connection drops (`None` = OS default).
+        tcp_keepalive_cnt, set_tcp_keepalive_cnt, tcp_keepalive_cnt: Option<u32>);
+
+    /// ZMQ_IMMEDIATE: queue messages only for completed connections, not for `connect`s still pending
+    /// (DEALER, PUSH, REQ, PAIR). Default off.
+    pub fn set_immediate(&self, on: bool) {
+        self.inner.core.immediate.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether IMMEDIATE is on.
+    pub fn immediate(&self) -> bool {
+        self.inner.core.immediate.load(std::sync::atomic::Ordering::Relaxed)
+    }
 
     /// ZMQ_ROUTING_ID: the identity this socket announces to peers (REQ, DEALER, ROUTER), 0–255 bytes.
     pub fn set_routing_id(&self, id: impl Into<Bytes>) -> Result<()> {

@@ -38,13 +38,15 @@ pub(crate) struct OutPipe {
     state: Mutex<State>,
     hwm: usize,
     writer_wake: Notify,
+    /// CONFLATE: a new message replaces the queued one.
+    conflate: bool,
     /// The socket's "some pipe has room again" signal.
     space: Arc<super::core::Waiters>,
 }
 
 impl OutPipe {
-    pub fn new(hwm: usize, space: Arc<super::core::Waiters>) -> Self {
-        OutPipe { state: Mutex::default(), hwm, writer_wake: Notify::new(), space }
+    pub fn new(hwm: usize, conflate: bool, space: Arc<super::core::Waiters>) -> Self {
+        OutPipe { state: Mutex::default(), hwm, writer_wake: Notify::new(), conflate, space }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -55,9 +57,18 @@ impl OutPipe {
         self.hwm != 0 && s.messages >= self.hwm
     }
 
+    /// Whether a message would be accepted now.
+    pub fn has_room(&self) -> bool {
+        self.conflate || !self.full(&self.lock())
+    }
+
     /// Queues a message unless the pipe is at its HWM.
     pub fn try_push(&self, msg: Message) -> Result<(), Message> {
         let mut s = self.lock();
+        if self.conflate && s.messages > 0 {
+            s.queue.retain(|item| !matches!(item, Outbound::Message(_)));
+            s.messages = 0;
+        }
         if self.full(&s) {
             return Err(msg);
         }
@@ -112,9 +123,15 @@ impl OutPipe {
         }
     }
 
-    /// Drops queued commands (stale after a reconnect) but keeps messages.
-    pub fn purge_commands(&self) {
-        self.lock().queue.retain(|item| matches!(item, Outbound::Message(_)));
+    /// Drops queued commands (stale after a reconnect); with `messages_too` (IMMEDIATE) drops everything.
+    pub fn purge(&self, messages_too: bool) {
+        let mut s = self.lock();
+        if messages_too {
+            s.queue.clear();
+            s.messages = 0;
+        } else {
+            s.queue.retain(|item| matches!(item, Outbound::Message(_)));
+        }
     }
 
     /// Tells the writer to flush what is queued and stop.

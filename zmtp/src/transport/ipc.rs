@@ -25,7 +25,11 @@ impl IpcListener {
                 }
                 Err(_) => {
                     tracing::debug!(path = %path.display(), "removing stale ipc socket file");
-                    std::fs::remove_file(&path)?;
+                    // A listener shutting down may remove it first: that is fine.
+                    match std::fs::remove_file(&path) {
+                        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
                 }
             }
         }

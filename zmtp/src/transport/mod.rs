@@ -8,6 +8,8 @@ pub(crate) mod inproc;
 mod ipc;
 mod tcp;
 
+pub(crate) use tcp::set_keepalive;
+
 pub use endpoint::Endpoint;
 
 use tokio::io::{AsyncRead, AsyncWrite};

@@ -34,3 +34,25 @@ pub(super) fn configure(stream: &TcpStream) {
     // Small messages are batched by the writer; Nagle would only add latency (libzmq sets it too).
     let _ = stream.set_nodelay(true);
 }
+
+/// Applies ZMQ_TCP_KEEPALIVE and its IDLE/INTVL/CNT companions (`None` leaves the OS default).
+pub(crate) fn set_keepalive(stream: &TcpStream, opts: &crate::options::Options) -> io::Result<()> {
+    let sock = socket2::SockRef::from(stream);
+    let Some(on) = opts.tcp_keepalive else { return Ok(()) };
+    sock.set_keepalive(on)?;
+    if on {
+        let mut ka = socket2::TcpKeepalive::new();
+        if let Some(idle) = opts.tcp_keepalive_idle {
+            ka = ka.with_time(idle);
+        }
+        if let Some(intvl) = opts.tcp_keepalive_intvl {
+            ka = ka.with_interval(intvl);
+        }
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "freebsd"))]
+        if let Some(cnt) = opts.tcp_keepalive_cnt {
+            ka = ka.with_retries(cnt);
+        }
+        sock.set_tcp_keepalive(&ka)?;
+    }
+    Ok(())
+}
