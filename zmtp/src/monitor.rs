@@ -36,6 +36,11 @@ pub enum MonitorEvent {
         /// The peer's address.
         peer: String,
     },
+    /// A connect attempt is under way (libzmq's CONNECT_DELAYED).
+    ConnectDelayed {
+        /// The endpoint.
+        endpoint: String,
+    },
     /// A connect attempt failed; another follows after `retry_in`.
     ConnectRetried {
         /// The endpoint.

@@ -21,15 +21,17 @@ pub(super) struct EndpointHandle {
     connections: CancellationToken,
     /// The connect-side peer, if this is a `connect`.
     slot: Option<PeerId>,
+    endpoint: String,
 }
 
 impl EndpointHandle {
-    pub fn stop_accepting(&self) {
+    pub fn stop_accepting(&self, core: &Core) {
         self.accepting.cancel();
+        core.monitors.emit(|| MonitorEvent::Closed { endpoint: self.endpoint.clone() });
     }
 
     pub fn terminate(self, core: &Core) {
-        self.accepting.cancel();
+        self.stop_accepting(core);
         self.connections.cancel();
         if let Some(slot) = self.slot {
             core.remove_slot(slot);
@@ -42,7 +44,12 @@ pub(super) async fn bind(core: &Arc<Core>, ep: &Endpoint, ipv6: bool) -> Result<
     core.monitors.emit(|| MonitorEvent::Listening { endpoint: bound.clone() });
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
-    let handle = EndpointHandle { accepting: accepting.clone(), connections: connections.clone(), slot: None };
+    let handle = EndpointHandle {
+        accepting: accepting.clone(),
+        connections: connections.clone(),
+        slot: None,
+        endpoint: bound.clone(),
+    };
     tokio::spawn(accept_loop(core.clone(), listener, bound.clone(), accepting, connections));
     Ok((handle, bound))
 }
@@ -123,7 +130,12 @@ pub(super) fn connect(core: &Arc<Core>, ep: Endpoint, endpoint: String) -> Endpo
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
     let slot = core.add_connect_slot(connections.clone());
-    let handle = EndpointHandle { accepting: accepting.clone(), connections: connections.clone(), slot: Some(slot) };
+    let handle = EndpointHandle {
+        accepting: accepting.clone(),
+        connections: connections.clone(),
+        slot: Some(slot),
+        endpoint: endpoint.clone(),
+    };
     tokio::spawn(connect_loop(core.clone(), ep, endpoint, slot, accepting, connections));
     handle
 }
@@ -138,6 +150,7 @@ async fn connect_loop(
 ) {
     let mut attempt_wait: Option<Duration> = None;
     loop {
+        core.monitors.emit(|| MonitorEvent::ConnectDelayed { endpoint: endpoint.clone() });
         let connected = tokio::select! {
             c = transport::connect(&ep) => c,
             _ = accepting.cancelled() => break,

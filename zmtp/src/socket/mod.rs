@@ -71,7 +71,7 @@ impl Drop for Inner {
 fn close_core(core: &Core, endpoints: &mut HashMap<String, EndpointHandle>) {
     core.close();
     for (_, ep) in endpoints.drain() {
-        ep.stop_accepting();
+        ep.stop_accepting(core);
     }
 }
 
