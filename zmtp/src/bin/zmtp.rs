@@ -1,0 +1,2 @@
+//! `zmtp`: a netcat for ZeroMQ (being written).
+fn main() {}
