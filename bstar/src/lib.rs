@@ -1,0 +1,1 @@
+//! Binary Star over zmtp.
