@@ -2,7 +2,7 @@
 
 use std::io;
 
-use crate::wire::{CommandError, FrameError, GreetingError, HandshakeError, SocketType};
+use crate::wire::{CommandError, CurveError, FrameError, GreetingError, HandshakeError, SocketType};
 
 /// Errors returned by sockets.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +41,12 @@ pub enum Error {
     /// The socket was closed.
     #[error("socket closed")]
     Closed,
+    /// An option value that cannot be used (e.g. a routing id over 255 bytes).
+    #[error("invalid option value: {0}")]
+    InvalidOption(&'static str),
+    /// A CURVE key that is not 40 characters of Z85.
+    #[error("invalid CURVE key: {0}")]
+    InvalidKey(#[from] crate::wire::z85::Z85Error),
 }
 
 /// Shorthand for `Result<T, zmtp::Error>`.
@@ -64,6 +70,9 @@ pub enum ConnectionError {
     /// Handshake failure.
     #[error("handshake: {0}")]
     Handshake(#[from] HandshakeError),
+    /// A CURVE MESSAGE that does not decrypt, or a replayed nonce.
+    #[error("curve: {0}")]
+    Curve(CurveError),
     /// Handshake did not complete within HANDSHAKE_IVL.
     #[error("handshake timed out")]
     HandshakeTimeout,
@@ -99,6 +108,7 @@ impl ConnectionError {
                 | ConnectionError::Frame(_)
                 | ConnectionError::Command(_)
                 | ConnectionError::Handshake(_)
+                | ConnectionError::Curve(_)
         )
     }
 }

@@ -34,12 +34,13 @@ mod message;
 mod monitor;
 mod options;
 mod proxy;
+pub mod security;
 mod socket;
 pub mod transport;
 pub mod wire;
 
 pub use error::{ConnectionError, Error, Result};
-pub use message::Message;
+pub use message::{Message, Properties};
 pub use monitor::{Monitor, MonitorEvent};
 pub use proxy::{Proxy, ProxyControl, proxy};
 pub use socket::Socket;

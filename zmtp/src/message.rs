@@ -1,7 +1,42 @@
 //! `Message`: a multipart ZeroMQ message, each frame a `Bytes` (cheap to clone, never copied on send).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use smallvec::SmallVec;
+
+use crate::wire::PeerInfo;
+
+/// Properties of the connection a message came from (libzmq's `zmq_msg_gets`): `Socket-Type`,
+/// `Identity`, `User-Id`, `Peer-Address`, the peer's application metadata and the authenticator's.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Properties {
+    entries: Vec<(String, Bytes)>,
+}
+
+impl Properties {
+    pub(crate) fn of_peer(peer: &PeerInfo, peer_addr: &str) -> Arc<Properties> {
+        let mut entries: Vec<(String, Bytes)> = peer.metadata.iter().map(|(n, v)| (n.to_owned(), v.clone())).collect();
+        if let Some(user) = &peer.user_id {
+            entries.push(("User-Id".into(), Bytes::from(user.clone())));
+        }
+        if let Ok(addr) = peer_addr.parse::<std::net::SocketAddr>() {
+            entries.push(("Peer-Address".into(), Bytes::from(addr.ip().to_string())));
+        }
+        entries.extend(peer.zap_metadata.iter().map(|(n, v)| (n.to_owned(), v.clone())));
+        Arc::new(Properties { entries })
+    }
+
+    /// A property by name (case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&Bytes> {
+        self.entries.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+    }
+
+    /// Every property in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Bytes)> {
+        self.entries.iter().map(|(n, v)| (n.as_str(), v))
+    }
+}
 
 /// A multipart message: one or more frames, delivered atomically.
 ///
@@ -11,10 +46,21 @@ use smallvec::SmallVec;
 /// assert_eq!(msg.len(), 2);
 /// assert_eq!(msg[1], "body");
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Message {
     frames: SmallVec<[Bytes; 2]>,
+    /// Set on received messages; never sent.
+    properties: Option<Arc<Properties>>,
 }
+
+/// Messages are equal when their frames are; properties do not take part.
+impl PartialEq for Message {
+    fn eq(&self, other: &Self) -> bool {
+        self.frames == other.frames
+    }
+}
+
+impl Eq for Message {}
 
 impl Message {
     /// An empty message (no frames); push frames before sending.
@@ -26,7 +72,7 @@ impl Message {
     pub fn single(frame: impl Into<Bytes>) -> Self {
         let mut frames = SmallVec::new();
         frames.push(frame.into());
-        Message { frames }
+        Message { frames, properties: None }
     }
 
     /// Appends a frame.
@@ -86,13 +132,42 @@ impl Message {
         self.frames.into_vec()
     }
 
+    /// A property of the connection this message arrived on, as text (`"User-Id"`, `"Peer-Address"`,
+    /// `"Socket-Type"`, …); `None` for messages built locally, absent properties, or non-UTF-8 values.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// let pull = zmtp::Socket::new(zmtp::SocketType::Pull);
+    /// let ep = pull.bind("tcp://127.0.0.1:*").await?;
+    /// let push = zmtp::Socket::new(zmtp::SocketType::Push);
+    /// push.connect(&ep).await?;
+    /// push.send("hi").await?;
+    /// let msg = pull.recv().await?;
+    /// assert_eq!(msg.property("Socket-Type"), Some("PUSH"));
+    /// assert_eq!(msg.property("Peer-Address"), Some("127.0.0.1"));
+    /// # Ok(()) }
+    /// ```
+    pub fn property(&self, name: &str) -> Option<&str> {
+        self.properties.as_ref()?.get(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// All properties of the connection this message arrived on.
+    pub fn properties(&self) -> Option<&Properties> {
+        self.properties.as_deref()
+    }
+
+    pub(crate) fn set_properties(&mut self, properties: Arc<Properties>) {
+        self.properties = Some(properties);
+    }
+
     /// Splits the envelope off: frames up to and including the first empty delimiter frame.
     /// Returns `None` (and leaves the message untouched) when there is no delimiter.
     pub(crate) fn split_envelope(&mut self) -> Option<Message> {
         let at = self.frames.iter().position(Bytes::is_empty)?;
         let body: SmallVec<[Bytes; 2]> = self.frames.drain(at + 1..).collect();
         let envelope = std::mem::replace(&mut self.frames, body);
-        Some(Message { frames: envelope })
+        Some(Message { frames: envelope, properties: None })
     }
 }
 
@@ -121,7 +196,7 @@ impl<'a> IntoIterator for &'a Message {
 
 impl<T: Into<Bytes>> FromIterator<T> for Message {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        Message { frames: iter.into_iter().map(Into::into).collect() }
+        Message { frames: iter.into_iter().map(Into::into).collect(), properties: None }
     }
 }
 

@@ -1,12 +1,16 @@
 //! Socket options, named and defaulted as in libzmq.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::security::{Authenticator, KeyPair};
+use crate::wire::Mechanism;
+
 /// Options a socket applies to new connections (like libzmq, changing HWMs does not resize the queues
 /// of connections that already exist).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Options {
     /// ZMQ_SNDHWM: messages queued per peer on the way out (0 = unlimited). Default 1000.
     pub sndhwm: usize,
@@ -62,6 +66,34 @@ pub(crate) struct Options {
     pub tcp_keepalive_intvl: Option<Duration>,
     /// ZMQ_TCP_KEEPALIVE_CNT: probes before the connection is dropped (`None` = OS default).
     pub tcp_keepalive_cnt: Option<u32>,
+    /// The security mechanism; like libzmq, the last PLAIN/CURVE option set decides it and the role.
+    pub mechanism: Mechanism,
+    /// Whether we are the server of the mechanism (ZMQ_PLAIN_SERVER / ZMQ_CURVE_SERVER).
+    pub as_server: bool,
+    /// ZMQ_PLAIN_USERNAME.
+    pub plain_username: Bytes,
+    /// ZMQ_PLAIN_PASSWORD.
+    pub plain_password: Bytes,
+    /// ZMQ_CURVE_SECRETKEY (and the public key derived from it).
+    pub curve_keypair: Option<KeyPair>,
+    /// ZMQ_CURVE_SERVERKEY: the server's public key, on a CURVE client.
+    pub curve_serverkey: Option<[u8; 32]>,
+    /// ZMQ_ZAP_DOMAIN.
+    pub zap_domain: String,
+    /// The authenticator consulted by server handshakes (libzmq: the ZAP handler).
+    pub authenticator: Option<Arc<dyn Authenticator>>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Passwords and keys stay out of logs.
+        f.debug_struct("Options")
+            .field("sndhwm", &self.sndhwm)
+            .field("rcvhwm", &self.rcvhwm)
+            .field("mechanism", &self.mechanism)
+            .field("as_server", &self.as_server)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Options {
@@ -94,6 +126,14 @@ impl Default for Options {
             tcp_keepalive_idle: None,
             tcp_keepalive_intvl: None,
             tcp_keepalive_cnt: None,
+            mechanism: Mechanism::Null,
+            as_server: false,
+            plain_username: Bytes::new(),
+            plain_password: Bytes::new(),
+            curve_keypair: None,
+            curve_serverkey: None,
+            zap_domain: String::new(),
+            authenticator: None,
         }
     }
 }

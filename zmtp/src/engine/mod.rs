@@ -68,7 +68,7 @@ async fn drive<C: Conn>(
 ) -> Result<(), ConnectionError> {
     let opts = core.options().clone();
     let (mut rd, mut wr) = conn.into_halves();
-    let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type, &opts);
+    let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type, &opts, info.peer_addr);
     let handshake = async {
         match opts.handshake_ivl {
             Some(limit) => {
@@ -91,9 +91,13 @@ async fn drive<C: Conn>(
     });
     let liveness = Liveness::default();
     let publisher = matches!(core.socket_type, crate::SocketType::Pub | crate::SocketType::XPub);
+    let (encoder, decoder) = done.cipher.map(|c| c.split()).unzip();
+    let properties = crate::message::Properties::of_peer(&done.info, info.peer_addr);
+    let link =
+        reader::Link { core, peer: attached.peer, out: &attached.out, liveness: &liveness, publisher, properties };
     let result = tokio::select! {
-        r = reader::read_loop(rd, done.read_buf, &opts, core, attached.peer, &attached.out, &liveness, publisher) => r,
-        w = writer::write_loop(wr, &attached.out, done.minor, &opts, &liveness) => w,
+        r = reader::read_loop(rd, done.read_buf, &opts, link, decoder) => r,
+        w = writer::write_loop(wr, &attached.out, done.minor, &opts, &liveness, encoder) => w,
         _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
     };
     let keep = !matches!(&result, Err(e) if e.is_protocol());

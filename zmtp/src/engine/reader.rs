@@ -11,11 +11,12 @@ use tokio_util::codec::Decoder;
 
 use super::Liveness;
 use crate::error::ConnectionError;
-use crate::message::Message;
+use crate::message::{Message, Properties};
 use crate::options::Options;
 use crate::socket::core::Core;
 use crate::socket::inbox::PeerId;
 use crate::socket::pipe::{OutPipe, Outbound};
+use crate::wire::curve::CurveDecoder;
 use crate::wire::{Command, FrameCodec};
 
 /// Frames in one multipart message; a peer that never ends a message is cut off here.
@@ -24,25 +25,37 @@ pub(crate) const MAX_FRAMES_PER_MESSAGE: usize = 1 << 16;
 const MIN_READ: usize = 8 * 1024;
 const MAX_READ: usize = 256 * 1024;
 
-#[allow(clippy::too_many_arguments)]
+/// Where the reader delivers: the socket, this connection's peer and pipe, and its properties.
+pub(super) struct Link<'a> {
+    pub core: &'a Arc<Core>,
+    pub peer: PeerId,
+    pub out: &'a OutPipe,
+    pub liveness: &'a Liveness,
+    /// PUB/XPUB: inbound messages are subscriptions.
+    pub publisher: bool,
+    /// Attached to every received message (User-Id, Peer-Address, …).
+    pub properties: Arc<Properties>,
+}
+
 pub(super) async fn read_loop<R: AsyncRead + Unpin>(
     mut rd: R,
     mut buf: BytesMut,
     opts: &Options,
-    core: &Arc<Core>,
-    peer: PeerId,
-    out: &OutPipe,
-    liveness: &Liveness,
-    publisher: bool,
+    link: Link<'_>,
+    mut decoder: Option<CurveDecoder>,
 ) -> Result<(), ConnectionError> {
+    let Link { core, peer, out, liveness, publisher, properties } = link;
     let mut codec = FrameCodec::new(opts.maxmsgsize);
     let mut batch: VecDeque<Message> = VecDeque::new();
     let mut partial = Message::new();
     let mut ttl: Option<Duration> = None;
     let mut read_size = MIN_READ;
     loop {
-        while let Some(frame) = codec.decode(&mut buf)? {
+        while let Some(mut frame) = codec.decode(&mut buf)? {
             liveness.saw_frame();
+            if let Some(decoder) = decoder.as_mut() {
+                frame = decoder.decode_frame(&frame.body).map_err(ConnectionError::Curve)?;
+            }
             if frame.is_command() {
                 match Command::parse(frame.body)? {
                     Command::Ping { ttl_deciseconds, context } => {
@@ -64,7 +77,8 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
             if more {
                 continue;
             }
-            let msg = std::mem::take(&mut partial);
+            let mut msg = std::mem::take(&mut partial);
+            msg.set_properties(properties.clone());
             if publisher {
                 // Subscriptions in the ZMTP 3.0 message form; XPUB passes anything else up, PUB drops it.
                 if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {

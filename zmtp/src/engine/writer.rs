@@ -16,6 +16,7 @@ use crate::message::Message;
 use crate::options::Options;
 use crate::socket::pipe::{OutPipe, Outbound};
 use crate::wire::Command;
+use crate::wire::curve::CurveEncoder;
 use crate::wire::frame::{FLAG_MORE, encode_header};
 
 /// Frames up to this size are copied into the write buffer; larger ones are written by reference.
@@ -29,6 +30,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
     minor: u8,
     opts: &Options,
     liveness: &Liveness,
+    mut encoder: Option<CurveEncoder>,
 ) -> Result<(), ConnectionError> {
     let mut items = VecDeque::new();
     let mut buf = BytesMut::with_capacity(8 * 1024);
@@ -46,7 +48,8 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
             _ = out.wait_for_work() => {}
             _ = tokio::time::sleep_until(next_ping) => {
                 let ivl = heartbeat.expect("ping timer only armed with a heartbeat");
-                Command::Ping { ttl_deciseconds, context: Bytes::new() }.encode_frame(&mut buf);
+                let ping = Command::Ping { ttl_deciseconds, context: Bytes::new() };
+                encode_command(&ping, encoder.as_mut(), &mut buf)?;
                 next_ping = Instant::now() + ivl;
                 if awaiting.is_none() {
                     awaiting = Some((Instant::now() + timeout, liveness.frames()));
@@ -66,18 +69,32 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
         }
         let more = out.drain(&mut items);
         for item in items.drain(..) {
-            match item {
-                Outbound::Message(msg) => encode_message(&msg, &mut buf, &mut chunks),
-                Outbound::Subscribe(topic, on) if minor >= 1 => {
-                    if on { Command::Subscribe(topic) } else { Command::Cancel(topic) }.encode_frame(&mut buf)
+            match (item, encoder.as_mut()) {
+                (Outbound::Message(msg), None) => encode_message(&msg, &mut buf, &mut chunks),
+                (Outbound::Message(msg), Some(enc)) => {
+                    let last = msg.len() - 1;
+                    for (i, frame) in msg.iter().enumerate() {
+                        enc.encode_frame(i < last, false, frame, &mut buf).map_err(ConnectionError::Curve)?;
+                    }
                 }
-                Outbound::Subscribe(topic, on) => {
+                (Outbound::Subscribe(topic, on), enc) if minor >= 1 => {
+                    let cmd = if on { Command::Subscribe(topic) } else { Command::Cancel(topic) };
+                    encode_command(&cmd, enc, &mut buf)?;
+                }
+                (Outbound::Subscribe(topic, on), enc) => {
                     // ZMTP 3.0 peers get the message form: \x01topic / \x00topic.
-                    encode_header(0, topic.len() + 1, &mut buf);
-                    buf.extend_from_slice(&[on as u8]);
-                    buf.extend_from_slice(&topic);
+                    let mut body = Vec::with_capacity(topic.len() + 1);
+                    body.push(on as u8);
+                    body.extend_from_slice(&topic);
+                    match enc {
+                        Some(enc) => enc.encode_frame(false, false, &body, &mut buf).map_err(ConnectionError::Curve)?,
+                        None => {
+                            encode_header(0, body.len(), &mut buf);
+                            buf.extend_from_slice(&body);
+                        }
+                    }
                 }
-                Outbound::Pong(context) => Command::Pong(context).encode_frame(&mut buf),
+                (Outbound::Pong(context), enc) => encode_command(&Command::Pong(context), enc, &mut buf)?,
             }
         }
         if !buf.is_empty() {
@@ -89,6 +106,19 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
             return Ok(());
         }
     }
+}
+
+/// A command frame, or under CURVE a MESSAGE whose inner COMMAND flag is set.
+fn encode_command(
+    cmd: &Command,
+    encoder: Option<&mut CurveEncoder>,
+    buf: &mut BytesMut,
+) -> Result<(), ConnectionError> {
+    match encoder {
+        None => cmd.encode_frame(buf),
+        Some(enc) => enc.encode_frame(false, true, &cmd.body(), buf).map_err(ConnectionError::Curve)?,
+    }
+    Ok(())
 }
 
 fn encode_message(msg: &Message, buf: &mut BytesMut, chunks: &mut Vec<Bytes>) {

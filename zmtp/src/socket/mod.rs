@@ -19,8 +19,9 @@ use self::endpoints::EndpointHandle;
 use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::options::Options;
+use crate::security::KeyPair;
 use crate::transport::Endpoint;
-use crate::wire::SocketType;
+use crate::wire::{Mechanism, SocketType};
 
 /// A ZeroMQ socket of any type, `Send + Sync`, cheap to clone (clones share the socket).
 ///
@@ -368,6 +369,117 @@ impl Socket {
         /// ZMQ_TCP_KEEPALIVE_CNT: unanswered probes before the connection drops (`None` = OS default).
         tcp_keepalive_cnt, set_tcp_keepalive_cnt, tcp_keepalive_cnt: Option<u32>);
 
+    /// ZMQ_PLAIN_SERVER: be the PLAIN server; handshakes are checked by the
+    /// [authenticator](Self::set_authenticator) (without one every PLAIN client is refused, as in libzmq).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use zmtp::security::StaticAuthenticator;
+    /// let server = zmtp::Socket::new(zmtp::SocketType::Rep);
+    /// server.set_plain_server(true);
+    /// server.set_authenticator(StaticAuthenticator::new().plain_user("admin", "secret"));
+    /// let ep = server.bind("tcp://127.0.0.1:*").await?;
+    /// let client = zmtp::Socket::new(zmtp::SocketType::Req);
+    /// client.set_plain_username("admin");
+    /// client.set_plain_password("secret");
+    /// client.connect(&ep).await?;
+    /// client.send("hi").await?;
+    /// let msg = server.recv().await?;
+    /// assert_eq!(msg.property("User-Id"), Some("admin"));
+    /// # Ok(()) }
+    /// ```
+    pub fn set_plain_server(&self, on: bool) {
+        let mut o = self.inner.core.options();
+        o.mechanism = if on { Mechanism::Plain } else { Mechanism::Null };
+        o.as_server = on;
+    }
+
+    /// ZMQ_PLAIN_USERNAME: makes this socket a PLAIN client with this user name.
+    pub fn set_plain_username(&self, user: impl Into<Bytes>) {
+        let mut o = self.inner.core.options();
+        o.plain_username = user.into();
+        o.mechanism = Mechanism::Plain;
+        o.as_server = false;
+    }
+
+    /// ZMQ_PLAIN_PASSWORD: makes this socket a PLAIN client with this password.
+    pub fn set_plain_password(&self, password: impl Into<Bytes>) {
+        let mut o = self.inner.core.options();
+        o.plain_password = password.into();
+        o.mechanism = Mechanism::Plain;
+        o.as_server = false;
+    }
+
+    /// ZMQ_CURVE_SERVER: be the CURVE server (needs [`set_curve_keypair`](Self::set_curve_keypair)).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use zmtp::security::KeyPair;
+    /// let server_keys = KeyPair::generate();
+    /// let server = zmtp::Socket::new(zmtp::SocketType::Pull);
+    /// server.set_curve_server(true);
+    /// server.set_curve_keypair(server_keys.clone());
+    /// let ep = server.bind("tcp://127.0.0.1:*").await?;
+    ///
+    /// let client = zmtp::Socket::new(zmtp::SocketType::Push);
+    /// client.set_curve_keypair(KeyPair::generate());
+    /// client.set_curve_serverkey(&server_keys.public_z85())?;
+    /// client.connect(&ep).await?;
+    /// client.send("secret").await?;
+    /// assert_eq!(server.recv().await?[0], "secret");
+    /// # Ok(()) }
+    /// ```
+    pub fn set_curve_server(&self, on: bool) {
+        let mut o = self.inner.core.options();
+        o.mechanism = if on { Mechanism::Curve } else { Mechanism::Null };
+        o.as_server = on;
+    }
+
+    /// ZMQ_CURVE_SECRETKEY + ZMQ_CURVE_PUBLICKEY: this socket's long-term CURVE key pair.
+    pub fn set_curve_keypair(&self, keys: KeyPair) {
+        self.inner.core.options().curve_keypair = Some(keys);
+    }
+
+    /// ZMQ_CURVE_SECRETKEY in Z85 (the public key is derived from it).
+    pub fn set_curve_secretkey(&self, secret_z85: &str) -> Result<()> {
+        self.set_curve_keypair(KeyPair::from_secret_z85(secret_z85)?);
+        Ok(())
+    }
+
+    /// ZMQ_CURVE_SERVERKEY in Z85: makes this socket a CURVE client of that server.
+    pub fn set_curve_serverkey(&self, public_z85: &str) -> Result<()> {
+        let key = crate::security::decode_key(public_z85)?;
+        self.set_curve_serverkey_bytes(key);
+        Ok(())
+    }
+
+    /// ZMQ_CURVE_SERVERKEY as 32 raw bytes.
+    pub fn set_curve_serverkey_bytes(&self, public: [u8; 32]) {
+        let mut o = self.inner.core.options();
+        o.curve_serverkey = Some(public);
+        o.mechanism = Mechanism::Curve;
+        o.as_server = false;
+    }
+
+    /// The security mechanism and whether this socket is its server.
+    pub fn mechanism(&self) -> (Mechanism, bool) {
+        let o = self.inner.core.options();
+        (o.mechanism, o.as_server)
+    }
+
+    /// ZMQ_ZAP_DOMAIN: passed to the authenticator.
+    pub fn set_zap_domain(&self, domain: impl Into<String>) {
+        self.inner.core.options().zap_domain = domain.into();
+    }
+
+    /// The authenticator consulted by this socket's server-side handshakes (libzmq's ZAP handler). With
+    /// one set, NULL handshakes are checked too (e.g. by address).
+    pub fn set_authenticator(&self, authenticator: impl crate::security::Authenticator) {
+        self.inner.core.options().authenticator = Some(Arc::new(authenticator));
+    }
+
     /// ZMQ_IMMEDIATE: queue messages only for completed connections, not for `connect`s still pending
     /// (DEALER, PUSH, REQ, PAIR). Default off.
     pub fn set_immediate(&self, on: bool) {
@@ -383,7 +495,7 @@ impl Socket {
     pub fn set_routing_id(&self, id: impl Into<Bytes>) -> Result<()> {
         let id = id.into();
         if id.len() > 255 {
-            return Err(Error::InvalidEndpoint("routing id".into(), "longer than 255 bytes"));
+            return Err(Error::InvalidOption("routing id longer than 255 bytes"));
         }
         self.inner.core.options().routing_id = id;
         Ok(())

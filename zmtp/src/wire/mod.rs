@@ -5,15 +5,23 @@
 //! byte and fuzzable.
 
 pub mod command;
+pub mod curve;
 pub mod frame;
 pub mod greeting;
+pub mod mechanism;
 pub mod metadata;
 pub mod null;
+pub mod plain;
 pub mod socket_type;
+pub mod z85;
+pub mod zap;
 
 pub use command::{Command, CommandError};
+pub use curve::{CurveError, KeyPair};
 pub use frame::{Frame, FrameCodec, FrameError};
 pub use greeting::{Greeting, GreetingDecoder, GreetingError, Mechanism};
+pub use mechanism::{Handshake, HandshakeConfig, Step};
 pub use metadata::{Metadata, MetadataError};
 pub use null::{HandshakeError, NullHandshake, PeerInfo};
 pub use socket_type::SocketType;
+pub use zap::{ZapReply, ZapRequest};

@@ -7,8 +7,12 @@
 use bytes::Bytes;
 
 use super::command::{Command, CommandError};
-use super::metadata::Metadata;
+use super::curve::CurveError;
+use super::greeting::Mechanism;
+use super::mechanism::{HandshakeConfig, Step, authenticated, refuse};
+use super::metadata::{Metadata, MetadataError};
 use super::socket_type::SocketType;
+use super::zap::ZapReply;
 
 /// What we learned about the peer during the handshake.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +23,10 @@ pub struct PeerInfo {
     pub identity: Bytes,
     /// Every property the peer sent.
     pub metadata: Metadata,
+    /// The user id the authenticator gave this peer.
+    pub user_id: Option<String>,
+    /// Properties the authenticator attached to this peer.
+    pub zap_metadata: Metadata,
 }
 
 /// Why a handshake failed.
@@ -47,6 +55,23 @@ pub enum HandshakeError {
     /// A malformed command.
     #[error(transparent)]
     Command(#[from] CommandError),
+    /// A handshake command whose fields do not parse.
+    #[error("malformed handshake command: {0}")]
+    Malformed(&'static str),
+    /// Metadata that does not parse.
+    #[error("bad metadata: {0}")]
+    Metadata(#[from] MetadataError),
+    /// The authenticator refused the peer (ZAP status 300/400/500), or none is configured where one is needed.
+    #[error("authentication failed ({status}): {reason}")]
+    AuthFailed {
+        /// ZAP status code.
+        status: u16,
+        /// The authenticator's reason.
+        reason: String,
+    },
+    /// A CURVE handshake failure.
+    #[error(transparent)]
+    Curve(#[from] CurveError),
 }
 
 impl PeerInfo {
@@ -65,7 +90,7 @@ impl PeerInfo {
             }
         };
         let identity = metadata.get("Identity").cloned().unwrap_or_default();
-        Ok(PeerInfo { socket_type, identity, metadata })
+        Ok(PeerInfo { socket_type, identity, metadata, user_id: None, zap_metadata: Metadata::new() })
     }
 }
 
@@ -82,31 +107,52 @@ pub fn ready_metadata(ours: SocketType, identity: &Bytes) -> Metadata {
 /// NULL handshake state.
 #[derive(Debug)]
 pub struct NullHandshake {
-    ours: SocketType,
-    ready: Metadata,
-    sent_ready: bool,
+    config: HandshakeConfig,
+    /// The peer's READY, held while the authenticator decides.
+    pending: Option<PeerInfo>,
 }
 
 impl NullHandshake {
-    /// A handshake for a socket of type `ours` announcing `identity` (used only by REQ/DEALER/ROUTER).
-    pub fn new(ours: SocketType, identity: Bytes) -> Self {
-        NullHandshake { ours, ready: ready_metadata(ours, &identity), sent_ready: false }
+    /// A NULL handshake; with `config.authenticate` our READY waits for the authenticator's verdict.
+    pub fn new(config: HandshakeConfig) -> Self {
+        NullHandshake { config, pending: None }
     }
 
-    /// The command to send right after the greeting.
-    pub fn start(&mut self) -> Command {
-        self.sent_ready = true;
-        Command::Ready(self.ready.clone())
+    fn ready(&self) -> Bytes {
+        Command::Ready(self.config.metadata()).body()
     }
 
-    /// Feeds one command frame body from the peer; `Ok(info)` completes the handshake.
-    pub fn on_command(&mut self, body: Bytes) -> Result<PeerInfo, HandshakeError> {
-        debug_assert!(self.sent_ready, "start() first");
+    /// Commands to send right after the greeting: READY, unless it must wait for authentication.
+    pub fn start(&mut self) -> Vec<Bytes> {
+        if self.config.authenticate { vec![] } else { vec![self.ready()] }
+    }
+
+    /// Feeds one command frame body from the peer.
+    pub fn on_command(&mut self, body: Bytes) -> Result<Step, HandshakeError> {
         match Command::parse(body)? {
-            Command::Ready(md) => PeerInfo::from_ready(self.ours, md),
+            Command::Ready(md) if self.pending.is_none() => {
+                let peer = PeerInfo::from_ready(self.config.socket_type, md)?;
+                if !self.config.authenticate {
+                    return Ok(Step::Done { send: vec![], peer, cipher: None });
+                }
+                let request = self.config.zap_request(Mechanism::Null, peer.identity.clone(), vec![]);
+                self.pending = Some(peer);
+                Ok(Step::Authenticate(request))
+            }
             Command::Error(reason) => Err(HandshakeError::PeerError(reason)),
             other => Err(HandshakeError::UnexpectedCommand(format!("{other:?}").chars().take(40).collect())),
         }
+    }
+
+    /// The authenticator's verdict on the peer.
+    pub fn on_auth(&mut self, reply: ZapReply) -> Result<Step, HandshakeError> {
+        let Some(peer) = self.pending.take() else {
+            return Err(HandshakeError::UnexpectedCommand("ZAP reply".into()));
+        };
+        if !reply.is_allowed() {
+            return Ok(refuse(&reply));
+        }
+        Ok(Step::Done { send: vec![self.ready()], peer: authenticated(peer, Some(reply)), cipher: None })
     }
 }
 
@@ -115,32 +161,47 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
 
+    fn config(t: SocketType, identity: &'static [u8], authenticate: bool) -> HandshakeConfig {
+        HandshakeConfig {
+            socket_type: t,
+            routing_id: Bytes::from_static(identity),
+            zap_domain: String::new(),
+            peer_address: "10.0.0.1".into(),
+            authenticate,
+        }
+    }
+
+    fn done(step: Step) -> PeerInfo {
+        match step {
+            Step::Done { peer, .. } => peer,
+            other => panic!("not done: {other:?}"),
+        }
+    }
+
     #[test]
     fn dealer_to_router_handshake() {
-        let mut ours = NullHandshake::new(SocketType::Router, Bytes::new());
-        let mut theirs = NullHandshake::new(SocketType::Dealer, Bytes::from_static(b"abc"));
-        let their_ready = theirs.start().body();
-        let _ = ours.start();
-        let info = ours.on_command(their_ready).unwrap();
+        let mut ours = NullHandshake::new(config(SocketType::Router, b"", false));
+        let mut theirs = NullHandshake::new(config(SocketType::Dealer, b"abc", false));
+        let their_ready = theirs.start().remove(0);
+        assert_eq!(ours.start().len(), 1);
+        let info = done(ours.on_command(their_ready).unwrap());
         assert_eq!(info.socket_type, Some(SocketType::Dealer));
         assert_eq!(info.identity, "abc");
     }
 
     #[test]
     fn wrong_peer_type_is_refused() {
-        let mut ours = NullHandshake::new(SocketType::Pull, Bytes::new());
-        let _ = ours.start();
-        let body = NullHandshake::new(SocketType::Pull, Bytes::new()).start().body();
+        let mut ours = NullHandshake::new(config(SocketType::Pull, b"", false));
+        let body = NullHandshake::new(config(SocketType::Pull, b"", false)).start().remove(0);
         assert_eq!(
-            ours.on_command(body),
-            Err(HandshakeError::IncompatibleSocketType { ours: SocketType::Pull, peer: SocketType::Pull })
+            ours.on_command(body).unwrap_err(),
+            HandshakeError::IncompatibleSocketType { ours: SocketType::Pull, peer: SocketType::Pull }
         );
     }
 
     #[test]
     fn error_and_other_commands_fail() {
-        let mut hs = NullHandshake::new(SocketType::Sub, Bytes::new());
-        let _ = hs.start();
+        let mut hs = NullHandshake::new(config(SocketType::Sub, b"", false));
         let err = hs.on_command(Command::Error(Bytes::from_static(b"400")).body()).unwrap_err();
         assert_eq!(err, HandshakeError::PeerError(Bytes::from_static(b"400")));
         let err = hs.on_command(Command::Pong(Bytes::new()).body()).unwrap_err();
@@ -149,14 +210,27 @@ mod tests {
 
     #[test]
     fn lowercase_socket_type_and_missing_type_accepted() {
-        let mut hs = NullHandshake::new(SocketType::Sub, Bytes::new());
-        let _ = hs.start();
+        let mut hs = NullHandshake::new(config(SocketType::Sub, b"", false));
         let mut md = Metadata::new();
         md.insert("socket-type", "pub");
-        let info = hs.on_command(Command::Ready(md).body()).unwrap();
-        assert_eq!(info.socket_type, Some(SocketType::Pub));
-        let info = hs.on_command(Command::Ready(Metadata::new()).body()).unwrap();
-        assert_eq!(info.socket_type, None);
+        assert_eq!(done(hs.on_command(Command::Ready(md).body()).unwrap()).socket_type, Some(SocketType::Pub));
+        let mut hs = NullHandshake::new(config(SocketType::Sub, b"", false));
+        assert_eq!(done(hs.on_command(Command::Ready(Metadata::new()).body()).unwrap()).socket_type, None);
+    }
+
+    #[test]
+    fn authenticated_null_waits_for_the_verdict() {
+        let mut hs = NullHandshake::new(config(SocketType::Rep, b"", true));
+        assert!(hs.start().is_empty(), "READY waits for the authenticator");
+        let ready = NullHandshake::new(config(SocketType::Req, b"", false)).start().remove(0);
+        let Step::Authenticate(req) = hs.on_command(ready.clone()).unwrap() else { panic!() };
+        assert_eq!((req.mechanism, req.address.as_str()), (Mechanism::Null, "10.0.0.1"));
+        let Step::Done { send, peer, .. } = hs.on_auth(ZapReply::allow("u1")).unwrap() else { panic!() };
+        assert_eq!(send.len(), 1);
+        assert_eq!(peer.user_id.as_deref(), Some("u1"));
+        let mut hs = NullHandshake::new(config(SocketType::Rep, b"", true));
+        hs.on_command(ready).unwrap();
+        assert!(matches!(hs.on_auth(ZapReply::deny("no")).unwrap(), Step::Refuse { .. }));
     }
 
     #[test]

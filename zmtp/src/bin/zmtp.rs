@@ -1,2 +1,0 @@
-//! `zmtp`: a netcat for ZeroMQ (being written).
-fn main() {}

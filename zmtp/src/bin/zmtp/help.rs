@@ -1,0 +1,209 @@
+//! The words of `--help`: what each socket type does, and examples a newcomer can paste.
+
+use zmtp::SocketType;
+
+pub const TOOL_ABOUT: &str = "A netcat for ZeroMQ: open a socket of any type, send messages, print what arrives";
+
+pub const TOOL_LONG_ABOUT: &str = "\
+A netcat for ZeroMQ, for debugging a network of ZeroMQ processes.
+
+Pick a socket type, --bind or --connect it, and zmtp sends the messages you give it (as arguments,
+or one per line on stdin) and prints every message that arrives, one per line. It speaks ZMTP 3.x and
+talks to libzmq, pyzmq, JeroMQ, NetMQ and other zmtp programs.";
+
+pub const TOOL_AFTER_HELP: &str = "\
+Messages:
+  Each MESSAGE argument is one message; '|' separates its frames: 'weather|sunny' is two frames.
+  Without MESSAGE arguments, each line of stdin is one message. --hex reads frames as hex.
+  Received messages print one per line, frames joined by '|'; a frame that is not text prints
+  as 0x<hex> (--format text|hex|json to choose). --delimiter changes the '|'.
+
+Examples:
+  Print what a publisher sends on topics starting with 'weather':
+    zmtp sub --connect tcp://localhost:5556 --subscribe weather
+  Publish a message every second:
+    zmtp pub --bind 'tcp://*:5556' --repeat --interval 1000 'weather|sunny'
+  Send a request and print the reply; run an echo server:
+    zmtp req --connect tcp://localhost:5555 hello
+    zmtp rep --bind 'tcp://*:5555' --echo
+  A pipeline: one message per line of input, received by a puller that stops after 100:
+    seq 100 | zmtp push --connect tcp://localhost:5557
+    zmtp pull --bind 'tcp://*:5557' --count 100 --timeout 10
+  A pub-sub forwarder:
+    zmtp proxy --frontend 'xsub:bind:tcp://*:5559' --backend 'xpub:bind:tcp://*:5560'
+
+Bound endpoints are printed on stderr, so 'tcp://127.0.0.1:*' (any free port) is easy to use.
+Exit status: 0 done, 1 failure (e.g. address in use), 2 bad arguments (e.g. invalid endpoint),
+3 --timeout expired first. Set RUST_LOG=debug to trace connections on stderr; -v prints
+connection events.";
+
+/// One line for the subcommand list.
+pub fn about(t: SocketType) -> &'static str {
+    match t {
+        SocketType::Pub => "Publish messages to every subscriber",
+        SocketType::Sub => "Subscribe to a publisher and print what it sends",
+        SocketType::Req => "Send requests and print each reply (a client)",
+        SocketType::Rep => "Print requests and answer each one (a server)",
+        SocketType::Push => "Send messages into a pipeline, spread over the pullers",
+        SocketType::Pull => "Print messages coming down a pipeline",
+        SocketType::Dealer => "Send and receive freely; requests spread over peers (async client)",
+        SocketType::Router => "Print messages with their sender's routing id; send by routing id",
+        SocketType::Pair => "Talk to exactly one other PAIR socket, both ways",
+        SocketType::XPub => "Publish like PUB and print the subscriptions that arrive",
+        SocketType::XSub => "Subscribe like SUB, sending subscriptions as messages",
+    }
+}
+
+/// Notes and examples after the options of `zmtp <type> --help`.
+pub fn details(t: SocketType) -> &'static str {
+    match t {
+        SocketType::Pub => {
+            "\
+PUB sends each message to every connected subscriber whose subscription matches its first frame,
+and drops messages nobody is subscribed to yet: a subscriber that connects after a message was
+sent never sees it. Publish repeatedly (--repeat --interval) or wait for subscribers (--delay).
+
+Examples:
+  zmtp pub --bind 'tcp://*:5556' --delay 500 'weather|sunny' 'sports|3-1'
+  zmtp pub --bind 'tcp://*:5556' --repeat --interval 1000 'heartbeat'
+  tail -f app.log | zmtp pub --connect tcp://collector:5556"
+        }
+        SocketType::Sub => {
+            "\
+SUB receives the messages whose first frame starts with one of its --subscribe prefixes
+(everything when there is none) and prints them, one per line.
+
+Examples:
+  zmtp sub --connect tcp://localhost:5556                       everything
+  zmtp sub --connect tcp://localhost:5556 --subscribe weather --count 1 --timeout 5
+  zmtp sub --bind 'tcp://*:5556' --format json                  publishers connect to us"
+        }
+        SocketType::Req => {
+            "\
+REQ sends one request, waits for its reply and prints it, then sends the next. It exits after the
+last reply. Without MESSAGE arguments, each line of stdin is a request.
+
+Examples:
+  zmtp req --connect tcp://localhost:5555 hello
+  zmtp req --connect tcp://localhost:5555 'GET|/status' --timeout 3
+  printf 'one\\ntwo\\n' | zmtp req --connect tcp://localhost:5555"
+        }
+        SocketType::Rep => {
+            "\
+REP prints each request and sends a reply: the MESSAGE arguments in turn (then exits, unless
+--repeat), each line of stdin when there are no MESSAGE arguments, or the request itself (--echo).
+
+Examples:
+  zmtp rep --bind 'tcp://*:5555' --echo
+  zmtp rep --bind 'tcp://*:5555' --repeat 'OK'                  always answer OK
+  zmtp rep --bind 'tcp://*:5555'                                 type each reply"
+        }
+        SocketType::Push => {
+            "\
+PUSH sends each message to one PULL peer, taking turns; it waits while there is no peer, then
+exits once every message is sent.
+
+Examples:
+  zmtp push --connect tcp://localhost:5557 task1 task2 task3
+  seq 1000 | zmtp push --connect tcp://localhost:5557
+  zmtp push --bind 'tcp://*:5557' --hex '00ff|cafe'             binary frames"
+        }
+        SocketType::Pull => {
+            "\
+PULL prints every message pushed to it, fairly from all its PUSH peers.
+
+Examples:
+  zmtp pull --bind 'tcp://*:5557'
+  zmtp pull --bind 'tcp://127.0.0.1:*' --count 10 --timeout 30   stderr tells the port"
+        }
+        SocketType::Dealer => {
+            "\
+DEALER sends without waiting for replies (taking turns among its peers) and prints whatever
+arrives. To talk to a REP, start each message with an empty frame: '|hello'. It runs until Ctrl-C,
+--count N messages received, or --timeout (--count 0: exit once everything is sent).
+
+Examples:
+  zmtp dealer --connect tcp://localhost:5555 --identity client-1 --count 1 hello
+  zmtp dealer --connect tcp://localhost:5555 --count 1 '|hello'       a REP answers this"
+        }
+        SocketType::Router => {
+            "\
+ROUTER prints each message prefixed with its sender's routing id: the peer's --identity, or a
+generated 0x00xxxxxxxx. To send, make the routing id the first frame: 'client-1|welcome' (binary
+ids as printed: '0x0080000001|welcome'). zmtp waits for the addressed peer to connect and never
+drops a message silently.
+
+Examples:
+  zmtp router --bind 'tcp://*:5555'                             see who sends what
+  zmtp router --bind 'tcp://*:5555' --count 1 'client-1|welcome'"
+        }
+        SocketType::Pair => {
+            "\
+PAIR talks to exactly one other PAIR socket, both ways: it sends the MESSAGE arguments or stdin
+lines and prints what arrives, like netcat.
+
+Examples:
+  zmtp pair --bind 'tcp://*:5558'                                type lines, see the replies
+  zmtp pair --connect tcp://localhost:5558 --count 0 hello       send one message and exit"
+        }
+        SocketType::XPub => {
+            "\
+XPUB publishes like PUB and prints each subscription its subscribers send: \\x01topic for a
+subscribe, \\x00topic for an unsubscribe (by default only the first subscribe of a topic, see
+--xpub-verbose).
+
+Examples:
+  zmtp xpub --bind 'tcp://*:5556'                              who subscribes to what
+  zmtp xpub --bind 'tcp://*:5556' --xpub-verboser --xpub-welcome-msg hello"
+        }
+        SocketType::XSub => {
+            "\
+XSUB receives like SUB, but subscribing is sending a message upstream: --subscribe sends one,
+as do MESSAGE frames starting with byte 01 (--hex 01…). It has no default subscription.
+
+Examples:
+  zmtp xsub --connect tcp://localhost:5556 --subscribe weather
+  zmtp xsub --connect tcp://localhost:5556 --hex 01                subscribe to everything"
+        }
+    }
+}
+
+/// Type-specific wording of shared options.
+pub fn overrides(t: SocketType) -> Vec<(&'static str, &'static str)> {
+    match t {
+        SocketType::Pub | SocketType::Push => {
+            vec![("count", "Exit after sending N messages (with --repeat)"), ("delimiter", "Frame separator in messages")]
+        }
+        SocketType::Sub | SocketType::Pull => {
+            vec![("count", "Exit after receiving N messages"), ("delimiter", "Frame separator in printed messages")]
+        }
+        SocketType::Req => vec![
+            ("count", "Exit after N replies (with --repeat, the requests cycle until then)"),
+            ("messages", "Requests, one per argument ('|' separates frames); without any, stdin lines"),
+        ],
+        SocketType::Rep => vec![
+            ("count", "Exit after answering N requests"),
+            ("messages", "Replies, one per request in turn; without any (and no --echo), stdin lines"),
+            ("repeat", "Cycle through the replies forever"),
+        ],
+        SocketType::Router => vec![
+            ("count", "Exit after receiving N messages (0: exit once everything is sent)"),
+            ("messages", "Messages to send, each starting with the receiver's routing id: 'client-1|hi'"),
+        ],
+        _ => vec![("count", "Exit after receiving N messages (0: exit once everything is sent)")],
+    }
+}
+
+pub const PROXY_ABOUT: &str = "Forward messages between two sockets, optionally copying them to a capture socket";
+
+pub const PROXY_DETAILS: &str = "\
+Each socket is written TYPE:bind:ENDPOINT or TYPE:connect:ENDPOINT. Usual pairs: xsub/xpub (a
+pub-sub forwarder: subscriptions travel upstream), router/dealer (a request broker: REQ clients
+connect to the frontend, REP workers to the backend), pull/push (a pipeline streamer). The capture
+socket (pub, push, pair, dealer or xpub) receives a copy of every message, both directions.
+
+Examples:
+  zmtp proxy --frontend 'xsub:bind:tcp://*:5559' --backend 'xpub:bind:tcp://*:5560'
+  zmtp proxy --frontend 'router:bind:tcp://*:5559' --backend 'dealer:bind:tcp://*:5560' \\
+             --capture 'pub:bind:tcp://127.0.0.1:5561'
+  zmtp sub --connect tcp://127.0.0.1:5561                        watch the captured traffic";

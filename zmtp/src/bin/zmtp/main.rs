@@ -1,0 +1,60 @@
+//! `zmtp`: a netcat for ZeroMQ, for debugging a network of ZeroMQ processes. Open a socket of any
+//! type, bind or connect it, send messages from the command line or stdin and print what arrives;
+//! `zmtp proxy` forwards between two sockets with an optional capture. `zmtp --help` tells the rest.
+
+mod cli;
+mod error;
+mod frames;
+mod help;
+mod input;
+mod proxy;
+mod run;
+mod setup;
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::Invocation;
+use crate::error::CliError;
+
+fn main() {
+    init_tracing();
+    let code = match execute() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("zmtp: {e}");
+            if let CliError::Usage(_) = e {
+                eprintln!("(zmtp --help explains the options)");
+            }
+            e.exit_code()
+        }
+    };
+    // Exit at once: a thread may still be blocked reading stdin.
+    std::process::exit(code);
+}
+
+fn execute() -> Result<(), CliError> {
+    let invocation = cli::parse()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| error::failed(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async {
+        match invocation {
+            Invocation::Socket(t, args) => run::run(t, *args).await,
+            Invocation::Proxy(args) => proxy::run(args).await,
+        }
+    })
+}
+
+/// `RUST_LOG` (e.g. `RUST_LOG=debug`) controls tracing on stderr; warnings show by default.
+fn init_tracing() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+}

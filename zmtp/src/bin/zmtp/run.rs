@@ -1,0 +1,289 @@
+//! Driving a socket by its role: send the messages, print what arrives, REQ/REP lock-step, both at
+//! once for the others; `--count` and `--timeout` decide when it is over and whether that is success.
+
+use std::cell::Cell;
+use std::io::Write;
+use std::time::Duration;
+
+use bytes::Bytes;
+use zmtp::{Message, Monitor, Socket, SocketType};
+
+use crate::cli::{Role, SocketArgs, role};
+use crate::error::{CliError, failed, usage};
+use crate::frames::{Format, Framing, format_message};
+use crate::input::{Pace, Source};
+use crate::setup;
+
+/// Prints received messages, one line each.
+struct Printer {
+    format: Format,
+    delimiter: String,
+    xpub: bool,
+}
+
+impl Printer {
+    /// False once stdout is gone (e.g. `| head -1`): time to stop.
+    fn print(&self, msg: &Message) -> bool {
+        let line = format_message(msg, self.format, &self.delimiter, self.xpub);
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+    }
+}
+
+/// What happened so far, for judging a `--timeout`.
+#[derive(Default)]
+struct Progress {
+    sent: Cell<usize>,
+    received: Cell<usize>,
+    flushing: Cell<bool>,
+}
+
+impl Progress {
+    fn sent_one(&self) {
+        self.sent.set(self.sent.get() + 1);
+    }
+    fn received_one(&self) {
+        self.received.set(self.received.get() + 1);
+    }
+}
+
+/// Everything a role needs.
+struct Job<'a> {
+    socket: Socket,
+    role: Role,
+    total: Option<usize>,
+    pace: Pace,
+    printer: Printer,
+    count: Option<usize>,
+    echo: bool,
+    verbose: bool,
+    progress: &'a Progress,
+}
+
+/// Runs `zmtp <type> …` to the end.
+pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
+    let role = role(t);
+    let framing = Framing { delimiter: args.delimiter.clone(), hex: args.hex, router: t == SocketType::Router };
+    if args.echo && !args.messages.is_empty() {
+        return Err(usage("--echo answers each request with itself; leave out the MESSAGE arguments"));
+    }
+    if args.count == Some(0) && role != Role::Duplex {
+        return Err(usage(format!("--count 0 would do nothing with a {t} socket; give at least 1")));
+    }
+    let source = match role {
+        Role::RecvOnly => None,
+        Role::Reply if args.echo => None,
+        _ => Some(Source::new(&args.messages, args.repeat, framing)?),
+    };
+    let socket = setup::open(t, &args).await?;
+    let progress = Progress::default();
+    let job = Job {
+        socket: socket.clone(),
+        role,
+        total: source.as_ref().and_then(Source::total),
+        pace: Pace { delay: args.delay.map(Duration::from_millis), interval: args.interval.map(Duration::from_millis) },
+        printer: Printer { format: args.format, delimiter: args.delimiter.clone(), xpub: t == SocketType::XPub },
+        count: args.count,
+        echo: args.echo,
+        verbose: args.verbose,
+        progress: &progress,
+    };
+    let (total, count) = (job.total, job.count);
+    let work = async {
+        job.drive(source).await?;
+        progress.flushing.set(true);
+        socket.close().await;
+        Ok(())
+    };
+    match args.timeout {
+        None => work.await,
+        Some(limit) => match tokio::time::timeout(limit, work).await {
+            Ok(result) => result,
+            Err(_) => judge(role, &progress, total, count, limit),
+        },
+    }
+}
+
+/// At `--timeout`: success only for open-ended runs that got something done.
+fn judge(
+    role: Role,
+    p: &Progress,
+    total: Option<usize>,
+    count: Option<usize>,
+    limit: Duration,
+) -> Result<(), CliError> {
+    let (sent, received) = (p.sent.get(), p.received.get());
+    let after = format!("timed out after {}s", limit.as_secs_f64());
+    let fail = |why: String| Err(CliError::TimedOut(format!("{after}: {why}")));
+    if p.flushing.get() {
+        return fail("messages were still waiting to go out (is a peer connected?)".into());
+    }
+    if role == Role::SendOnly {
+        return match (count.or(total), sent) {
+            (Some(goal), _) => fail(format!("sent {sent} of {goal} messages (is a peer connected?)")),
+            (None, 0) => fail("no message could be sent (is a peer connected?)".into()),
+            (None, _) => Ok(()),
+        };
+    }
+    if let Some(goal) = count {
+        return fail(format!("received {received} of {goal} messages"));
+    }
+    if role == Role::Request && sent > received {
+        return fail(format!("no reply to request {sent}"));
+    }
+    if let Some(goal) = total.filter(|&goal| sent < goal) {
+        return fail(format!("sent {sent} of {goal} messages (is a peer connected?)"));
+    }
+    if received == 0 {
+        return fail("no message arrived".into());
+    }
+    Ok(())
+}
+
+fn send_error(e: zmtp::Error) -> CliError {
+    failed(format!("cannot send: {e}"))
+}
+
+fn recv_error(e: zmtp::Error) -> CliError {
+    failed(format!("cannot receive: {e}"))
+}
+
+impl Job<'_> {
+    fn count_reached(&self, n: usize) -> bool {
+        self.count.is_some_and(|goal| n >= goal)
+    }
+
+    async fn drive(&self, mut source: Option<Source>) -> Result<(), CliError> {
+        match self.role {
+            Role::SendOnly => self.send_all(source.as_mut().expect("senders have a source"), self.count).await,
+            Role::RecvOnly => self.receive().await,
+            Role::Request => self.request(source.as_mut().expect("REQ has a source")).await,
+            Role::Reply => self.reply(source.as_mut()).await,
+            Role::Duplex => self.duplex(source).await,
+        }
+    }
+
+    /// Sends the source's messages, at most `limit` of them.
+    async fn send_all(&self, source: &mut Source, limit: Option<usize>) -> Result<(), CliError> {
+        let mut router_peers = (self.socket.socket_type() == SocketType::Router).then(|| self.socket.monitor());
+        for i in 0.. {
+            if limit.is_some_and(|n| self.progress.sent.get() >= n) {
+                break;
+            }
+            self.pace.before(i).await;
+            let Some(msg) = source.next().await? else { break };
+            match router_peers.as_mut() {
+                Some(monitor) => self.send_routed(monitor, msg).await?,
+                None => self.socket.send(msg).await.map_err(send_error)?,
+            }
+            self.progress.sent_one();
+        }
+        Ok(())
+    }
+
+    /// ROUTER: waits until the addressed peer is connected, so that nothing is dropped.
+    async fn send_routed(&self, monitor: &mut Monitor, msg: Message) -> Result<(), CliError> {
+        let id = msg[0].clone();
+        loop {
+            self.wait_for_peer(monitor, &id).await;
+            match self.socket.send(msg.clone()).await {
+                Err(zmtp::Error::HostUnreachable(_)) => continue,
+                other => return other.map_err(send_error),
+            }
+        }
+    }
+
+    async fn wait_for_peer(&self, monitor: &mut Monitor, id: &Bytes) {
+        let mut told = false;
+        while !self.socket.peer_routing_ids().contains(id) {
+            if self.verbose && !told {
+                eprintln!(
+                    "zmtp: ROUTER waiting for peer {} to connect",
+                    format_message(&Message::single(id.clone()), Format::Auto, "|", false)
+                );
+                told = true;
+            }
+            // A peer's route appears with its handshake; the tick covers a route that trails the event.
+            tokio::select! {
+                _ = monitor.next_event() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+
+    async fn receive(&self) -> Result<(), CliError> {
+        while !self.count_reached(self.progress.received.get()) {
+            let msg = self.socket.recv().await.map_err(recv_error)?;
+            self.progress.received_one();
+            if !self.printer.print(&msg) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn request(&self, source: &mut Source) -> Result<(), CliError> {
+        for i in 0.. {
+            if self.count_reached(self.progress.received.get()) {
+                break;
+            }
+            self.pace.before(i).await;
+            let Some(request) = source.next().await? else { break };
+            self.socket.send(request).await.map_err(send_error)?;
+            self.progress.sent_one();
+            let reply = self.socket.recv().await.map_err(recv_error)?;
+            self.progress.received_one();
+            if !self.printer.print(&reply) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn reply(&self, mut source: Option<&mut Source>) -> Result<(), CliError> {
+        for i in 0.. {
+            if self.count_reached(self.progress.received.get()) || source.as_ref().is_some_and(|s| s.exhausted()) {
+                break;
+            }
+            let request = self.socket.recv().await.map_err(recv_error)?;
+            self.progress.received_one();
+            if !self.printer.print(&request) {
+                break;
+            }
+            let answer = match source.as_mut() {
+                _ if self.echo => request,
+                Some(source) => match source.next().await? {
+                    Some(answer) => answer,
+                    None => break,
+                },
+                None => unreachable!("REP without --echo has a source"),
+            };
+            self.pace.before(i).await;
+            self.socket.send(answer).await.map_err(send_error)?;
+            self.progress.sent_one();
+        }
+        Ok(())
+    }
+
+    /// Sends and receives at once. Done when --count messages arrived and a finite list of messages
+    /// is all sent (an endless source, --repeat or stdin, stops at the count).
+    async fn duplex(&self, source: Option<Source>) -> Result<(), CliError> {
+        let finite = self.total.is_some();
+        let sender = async {
+            if let Some(mut source) = source {
+                self.send_all(&mut source, None).await?;
+            }
+            Ok::<(), CliError>(())
+        };
+        let receiver = self.receive();
+        tokio::pin!(sender, receiver);
+        let (mut sent_all, mut received_all) = (false, false);
+        while !(received_all && (sent_all || !finite)) {
+            tokio::select! {
+                r = &mut sender, if !sent_all => { r?; sent_all = true; }
+                r = &mut receiver, if !received_all => { r?; received_all = true; }
+            }
+        }
+        Ok(())
+    }
+}

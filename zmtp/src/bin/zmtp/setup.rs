@@ -1,0 +1,216 @@
+//! Opening a socket: checking endpoints (with errors a human understands), applying options,
+//! binding and connecting, and optionally narrating connection events on stderr.
+
+use std::io::ErrorKind;
+use std::time::Duration;
+
+use zmtp::transport::Endpoint;
+use zmtp::{MonitorEvent, Socket, SocketType};
+
+use crate::cli::SocketArgs;
+use crate::error::{CliError, failed, usage};
+use crate::frames::parse_id;
+
+/// Whether an endpoint is to be bound or connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// `--bind`
+    Bind,
+    /// `--connect`
+    Connect,
+}
+
+/// Checks an endpoint before any socket exists, so mistakes fail fast with a hint.
+pub async fn check_endpoint(endpoint: &str, direction: Direction) -> Result<(), CliError> {
+    let hint = "endpoints look like tcp://HOST:PORT or ipc:///path/to/socket";
+    let parsed: Endpoint = endpoint.parse().map_err(|e| usage(format!("{e}\n  ({hint})")))?;
+    match (&parsed, direction) {
+        (Endpoint::Inproc(_), _) => Err(usage(format!(
+            "{endpoint:?}: inproc:// only reaches sockets inside one process; use tcp:// or ipc:// to reach \
+             other programs"
+        ))),
+        (Endpoint::Tcp { host, .. }, Direction::Connect) if host == "*" => Err(usage(format!(
+            "cannot connect to {endpoint:?}: '*' means every interface, which only --bind understands; \
+             name a host, e.g. tcp://localhost:PORT"
+        ))),
+        (Endpoint::Tcp { port: 0, .. }, Direction::Connect) => {
+            Err(usage(format!("cannot connect to {endpoint:?}: name the port to connect to")))
+        }
+        (Endpoint::Tcp { host, port }, Direction::Connect) => {
+            match tokio::net::lookup_host((host.as_str(), *port)).await {
+                Ok(_) => Ok(()),
+                Err(e) => Err(failed(format!("cannot connect to {endpoint:?}: cannot resolve host {host:?}: {e}"))),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Creates the socket, applies the options, binds and connects.
+pub async fn open(t: SocketType, args: &SocketArgs) -> Result<Socket, CliError> {
+    for ep in &args.bind {
+        check_endpoint(ep, Direction::Bind).await?;
+    }
+    for ep in &args.connect {
+        check_endpoint(ep, Direction::Connect).await?;
+    }
+    if args.bind.is_empty() && args.connect.is_empty() {
+        return Err(usage(format!(
+            "say where to talk: --bind ENDPOINT to listen, or --connect ENDPOINT (see zmtp {} --help)",
+            t.as_str().to_lowercase()
+        )));
+    }
+    let socket = Socket::new(t);
+    apply_options(&socket, args)?;
+    if args.verbose {
+        narrate(&socket);
+    }
+    for ep in &args.bind {
+        let bound = bind(&socket, ep).await?;
+        eprintln!("zmtp: {t} listening on {bound}");
+    }
+    for ep in &args.connect {
+        socket.connect(ep).await.map_err(|e| failed(format!("cannot connect to {ep:?}: {e}")))?;
+    }
+    match t {
+        SocketType::Sub if args.subscribe.is_empty() => subscribe(&socket, "")?,
+        SocketType::Sub | SocketType::XSub => {
+            for prefix in &args.subscribe {
+                subscribe(&socket, prefix)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(socket)
+}
+
+fn subscribe(socket: &Socket, prefix: &str) -> Result<(), CliError> {
+    socket.subscribe(prefix).map_err(|e| failed(format!("cannot subscribe to {prefix:?}: {e}")))
+}
+
+/// Binds, explaining the usual failures.
+pub async fn bind(socket: &Socket, endpoint: &str) -> Result<String, CliError> {
+    socket.bind(endpoint).await.map_err(|e| {
+        let why = match &e {
+            zmtp::Error::Io(io) if io.kind() == ErrorKind::AddrInUse => {
+                "address already in use (is another program listening there?)".to_owned()
+            }
+            zmtp::Error::Io(io) if io.kind() == ErrorKind::AddrNotAvailable => {
+                "this machine has no such address (bind to tcp://*:PORT or one of its own addresses)".to_owned()
+            }
+            zmtp::Error::Io(io) if io.kind() == ErrorKind::PermissionDenied => {
+                "permission denied (ports below 1024 and some paths need privileges)".to_owned()
+            }
+            other => other.to_string(),
+        };
+        failed(format!("cannot bind to {endpoint:?}: {why}"))
+    })
+}
+
+fn millis(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+fn apply_options(s: &Socket, a: &SocketArgs) -> Result<(), CliError> {
+    if let Some(n) = a.sndhwm {
+        s.set_sndhwm(n);
+    }
+    if let Some(n) = a.rcvhwm {
+        s.set_rcvhwm(n);
+    }
+    if let Some(ms) = a.linger {
+        s.set_linger(Some(millis(ms)));
+    }
+    if let Some(ms) = a.reconnect_ivl {
+        s.set_reconnect_ivl(Some(millis(ms)));
+    }
+    if let Some(ms) = a.reconnect_ivl_max {
+        s.set_reconnect_ivl_max(millis(ms));
+    }
+    if let Some(ms) = a.heartbeat_ivl {
+        s.set_heartbeat_ivl(millis(ms));
+    }
+    if let Some(ms) = a.heartbeat_timeout {
+        s.set_heartbeat_timeout(Some(millis(ms)));
+    }
+    if let Some(ms) = a.heartbeat_ttl {
+        s.set_heartbeat_ttl(millis(ms));
+    }
+    if let Some(ms) = a.handshake_ivl {
+        s.set_handshake_ivl((ms > 0).then(|| millis(ms)));
+    }
+    if let Some(bytes) = a.maxmsgsize {
+        s.set_maxmsgsize(Some(bytes));
+    }
+    if a.tcp_keepalive
+        || a.tcp_keepalive_idle.is_some()
+        || a.tcp_keepalive_intvl.is_some()
+        || a.tcp_keepalive_cnt.is_some()
+    {
+        s.set_tcp_keepalive(Some(true));
+        s.set_tcp_keepalive_idle(a.tcp_keepalive_idle.map(Duration::from_secs));
+        s.set_tcp_keepalive_intvl(a.tcp_keepalive_intvl.map(Duration::from_secs));
+        s.set_tcp_keepalive_cnt(a.tcp_keepalive_cnt);
+    }
+    if let Some(id) = &a.identity {
+        let id = parse_id(id.as_bytes()).map_err(|e| usage(format!("--identity: {e}")))?;
+        s.set_routing_id(id).map_err(|e| usage(format!("--identity: {e}")))?;
+    }
+    if let Some(welcome) = &a.xpub_welcome_msg {
+        s.set_xpub_welcome_msg(Some(welcome.clone().into()));
+    }
+    s.set_immediate(a.immediate);
+    s.set_conflate(a.conflate);
+    s.set_ipv6(a.ipv6);
+    s.set_req_relaxed(a.req_relaxed);
+    s.set_req_correlate(a.req_correlate);
+    s.set_probe_router(a.probe_router);
+    s.set_router_handover(a.router_handover);
+    s.set_xpub_verbose(a.xpub_verbose);
+    s.set_xpub_verboser(a.xpub_verboser);
+    s.set_xpub_nodrop(a.xpub_nodrop);
+    if s.socket_type() == SocketType::Router {
+        // The CLI never drops a message silently: sends wait for the addressed peer (see run.rs).
+        s.set_router_mandatory(true);
+    }
+    Ok(())
+}
+
+/// Prints the socket's connection events on stderr (`-v`), prefixed with `label`.
+pub fn narrate_as(socket: &Socket, label: String) {
+    let mut events = socket.monitor();
+    tokio::spawn(async move {
+        while let Some(event) = events.next_event().await {
+            if let Some(text) = describe(&event) {
+                eprintln!("zmtp: {label} {text}");
+            }
+        }
+    });
+}
+
+fn narrate(socket: &Socket) {
+    narrate_as(socket, socket.socket_type().to_string());
+}
+
+fn describe(event: &MonitorEvent) -> Option<String> {
+    let via = |peer: &str| if peer.is_empty() { String::new() } else { format!(" ({peer})") };
+    Some(match event {
+        // "listening on" is printed for every bind already.
+        MonitorEvent::Listening { .. } => return None,
+        MonitorEvent::Accepted { endpoint, peer } => format!("accepted a connection on {endpoint}{}", via(peer)),
+        MonitorEvent::ConnectDelayed { endpoint } => format!("connecting to {endpoint}"),
+        MonitorEvent::Connected { endpoint, peer } => format!("connected to {endpoint}{}", via(peer)),
+        MonitorEvent::ConnectRetried { endpoint, retry_in } => {
+            format!("could not connect to {endpoint}, retrying in {retry_in:?}")
+        }
+        MonitorEvent::HandshakeSucceeded { endpoint, peer } => format!("handshake done on {endpoint}{}", via(peer)),
+        MonitorEvent::HandshakeFailed { endpoint, peer, error } => {
+            format!("handshake failed on {endpoint}{}: {error}", via(peer))
+        }
+        MonitorEvent::Disconnected { endpoint, peer, error } => {
+            format!("disconnected from {endpoint}{}: {error}", via(peer))
+        }
+        MonitorEvent::Closed { endpoint } => format!("closed {endpoint}"),
+        _ => return None,
+    })
+}
