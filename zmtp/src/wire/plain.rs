@@ -48,8 +48,8 @@ fn peer_error(data: &Bytes) -> HandshakeError {
 
 #[derive(Debug, PartialEq, Eq)]
 enum ClientState {
-    AwaitWelcome,
-    AwaitReady,
+    Welcome,
+    Ready,
 }
 
 /// PLAIN client state.
@@ -64,7 +64,7 @@ pub struct PlainClient {
 impl PlainClient {
     /// A client presenting these credentials (each at most 255 bytes; longer ones are cut).
     pub fn new(config: HandshakeConfig, username: Bytes, password: Bytes) -> Self {
-        PlainClient { config, username, password, state: ClientState::AwaitWelcome }
+        PlainClient { config, username, password, state: ClientState::Welcome }
     }
 
     /// HELLO.
@@ -84,13 +84,13 @@ impl PlainClient {
         let (name, data) = split_command(&body)?;
         match (&self.state, &name[..]) {
             (_, b"ERROR") => Err(peer_error(&data)),
-            (ClientState::AwaitWelcome, b"WELCOME") => {
-                self.state = ClientState::AwaitReady;
+            (ClientState::Welcome, b"WELCOME") => {
+                self.state = ClientState::Ready;
                 let mut md = BytesMut::new();
                 self.config.metadata().encode(&mut md);
                 Ok(Step::Send(vec![command(b"INITIATE", &md)]))
             }
-            (ClientState::AwaitReady, b"READY") => {
+            (ClientState::Ready, b"READY") => {
                 let peer = PeerInfo::from_ready(self.config.socket_type, Metadata::parse(&data)?)?;
                 Ok(Step::Done { send: vec![], peer, cipher: None })
             }
@@ -101,9 +101,9 @@ impl PlainClient {
 
 #[derive(Debug, PartialEq, Eq)]
 enum ServerState {
-    AwaitHello,
-    AwaitAuth,
-    AwaitInitiate,
+    Hello,
+    Authenticating,
+    Initiate,
 }
 
 /// PLAIN server state.
@@ -117,14 +117,14 @@ pub struct PlainServer {
 impl PlainServer {
     /// A server; every HELLO goes to the authenticator.
     pub fn new(config: HandshakeConfig) -> Self {
-        PlainServer { config, state: ServerState::AwaitHello, reply: None }
+        PlainServer { config, state: ServerState::Hello, reply: None }
     }
 
     /// HELLO → authenticate; INITIATE → READY and done.
     pub fn on_command(&mut self, body: Bytes) -> Result<Step, HandshakeError> {
         let (name, data) = split_command(&body)?;
         match (&self.state, &name[..]) {
-            (ServerState::AwaitHello, b"HELLO") => {
+            (ServerState::Hello, b"HELLO") => {
                 let user_len = *data.first().ok_or(HandshakeError::Malformed("HELLO without user name"))? as usize;
                 let user = data.get(1..1 + user_len).ok_or(HandshakeError::Malformed("HELLO user name truncated"))?;
                 let rest = &data[1 + user_len..];
@@ -133,10 +133,10 @@ impl PlainServer {
                     return Err(HandshakeError::Malformed("HELLO password length mismatch"));
                 }
                 let credentials = vec![Bytes::copy_from_slice(user), Bytes::copy_from_slice(&rest[1..])];
-                self.state = ServerState::AwaitAuth;
+                self.state = ServerState::Authenticating;
                 Ok(Step::Authenticate(self.config.zap_request(Mechanism::Plain, Bytes::new(), credentials)))
             }
-            (ServerState::AwaitInitiate, b"INITIATE") => {
+            (ServerState::Initiate, b"INITIATE") => {
                 let peer = PeerInfo::from_ready(self.config.socket_type, Metadata::parse(&data)?)?;
                 let mut md = BytesMut::new();
                 self.config.metadata().encode(&mut md);
@@ -149,14 +149,14 @@ impl PlainServer {
 
     /// The authenticator's verdict on HELLO.
     pub fn on_auth(&mut self, reply: ZapReply) -> Result<Step, HandshakeError> {
-        if self.state != ServerState::AwaitAuth {
+        if self.state != ServerState::Authenticating {
             return Err(HandshakeError::UnexpectedCommand("ZAP reply".into()));
         }
         if !reply.is_allowed() {
             return Ok(refuse(&reply));
         }
         self.reply = Some(reply);
-        self.state = ServerState::AwaitInitiate;
+        self.state = ServerState::Initiate;
         Ok(Step::Send(vec![command(b"WELCOME", &[])]))
     }
 }

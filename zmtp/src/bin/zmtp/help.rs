@@ -64,9 +64,12 @@ and drops messages nobody is subscribed to yet: a subscriber that connects after
 sent never sees it. Publish repeatedly (--repeat --interval) or wait for subscribers (--delay).
 
 Examples:
-  zmtp pub --bind 'tcp://*:5556' --delay 500 'weather|sunny' 'sports|3-1'
-  zmtp pub --bind 'tcp://*:5556' --repeat --interval 1000 'heartbeat'
-  tail -f app.log | zmtp pub --connect tcp://collector:5556"
+  Two messages, after giving subscribers half a second to join:
+    zmtp pub --bind 'tcp://*:5556' --delay 500 'weather|sunny' 'sports|3-1'
+  A heartbeat every second:
+    zmtp pub --bind 'tcp://*:5556' --repeat --interval 1000 heartbeat
+  Publish a growing log file, line by line:
+    tail -f app.log | zmtp pub --connect tcp://collector:5556"
         }
         SocketType::Sub => {
             "\
@@ -74,9 +77,12 @@ SUB receives the messages whose first frame starts with one of its --subscribe p
 (everything when there is none) and prints them, one per line.
 
 Examples:
-  zmtp sub --connect tcp://localhost:5556                       everything
-  zmtp sub --connect tcp://localhost:5556 --subscribe weather --count 1 --timeout 5
-  zmtp sub --bind 'tcp://*:5556' --format json                  publishers connect to us"
+  Everything a publisher sends:
+    zmtp sub --connect tcp://localhost:5556
+  The first 'weather…' message, failing (status 3) if none comes within 5 seconds:
+    zmtp sub --connect tcp://localhost:5556 --subscribe weather --count 1 --timeout 5
+  Let publishers connect to us; print JSON:
+    zmtp sub --bind 'tcp://*:5556' --format json"
         }
         SocketType::Req => {
             "\
@@ -84,9 +90,12 @@ REQ sends one request, waits for its reply and prints it, then sends the next. I
 last reply. Without MESSAGE arguments, each line of stdin is a request.
 
 Examples:
-  zmtp req --connect tcp://localhost:5555 hello
-  zmtp req --connect tcp://localhost:5555 'GET|/status' --timeout 3
-  printf 'one\\ntwo\\n' | zmtp req --connect tcp://localhost:5555"
+  One request:
+    zmtp req --connect tcp://localhost:5555 hello
+  A two-frame request, giving up (status 3) after 3 seconds without a reply:
+    zmtp req --connect tcp://localhost:5555 --timeout 3 'GET|/status'
+  One request per line:
+    printf 'one\\ntwo\\n' | zmtp req --connect tcp://localhost:5555"
         }
         SocketType::Rep => {
             "\
@@ -94,9 +103,12 @@ REP prints each request and sends a reply: the MESSAGE arguments in turn (then e
 --repeat), each line of stdin when there are no MESSAGE arguments, or the request itself (--echo).
 
 Examples:
-  zmtp rep --bind 'tcp://*:5555' --echo
-  zmtp rep --bind 'tcp://*:5555' --repeat 'OK'                  always answer OK
-  zmtp rep --bind 'tcp://*:5555'                                 type each reply"
+  An echo server:
+    zmtp rep --bind 'tcp://*:5555' --echo
+  Always answer OK:
+    zmtp rep --bind 'tcp://*:5555' --repeat OK
+  Type each reply yourself:
+    zmtp rep --bind 'tcp://*:5555'"
         }
         SocketType::Push => {
             "\
@@ -104,27 +116,34 @@ PUSH sends each message to one PULL peer, taking turns; it waits while there is 
 exits once every message is sent.
 
 Examples:
-  zmtp push --connect tcp://localhost:5557 task1 task2 task3
-  seq 1000 | zmtp push --connect tcp://localhost:5557
-  zmtp push --bind 'tcp://*:5557' --hex '00ff|cafe'             binary frames"
+  Three tasks:
+    zmtp push --connect tcp://localhost:5557 task1 task2 task3
+  One message per line:
+    seq 1000 | zmtp push --connect tcp://localhost:5557
+  A two-frame binary message:
+    zmtp push --bind 'tcp://*:5557' --hex '00ff|cafe'"
         }
         SocketType::Pull => {
             "\
 PULL prints every message pushed to it, fairly from all its PUSH peers.
 
 Examples:
-  zmtp pull --bind 'tcp://*:5557'
-  zmtp pull --bind 'tcp://127.0.0.1:*' --count 10 --timeout 30   stderr tells the port"
+  Everything pushed to port 5557:
+    zmtp pull --bind 'tcp://*:5557'
+  Ten messages on any free port (stderr tells which), within 30 seconds:
+    zmtp pull --bind 'tcp://127.0.0.1:*' --count 10 --timeout 30"
         }
         SocketType::Dealer => {
             "\
 DEALER sends without waiting for replies (taking turns among its peers) and prints whatever
-arrives. To talk to a REP, start each message with an empty frame: '|hello'. It runs until Ctrl-C,
---count N messages received, or --timeout (--count 0: exit once everything is sent).
+arrives. A REP expects an empty first frame: send '|hello'. It runs until Ctrl-C, --timeout, or
+--count N messages received (--count 0: exit once everything is sent).
 
 Examples:
-  zmtp dealer --connect tcp://localhost:5555 --identity client-1 --count 1 hello
-  zmtp dealer --connect tcp://localhost:5555 --count 1 '|hello'       a REP answers this"
+  Say hello to a ROUTER as client-1 and print one answer:
+    zmtp dealer --connect tcp://localhost:5555 --identity client-1 --count 1 hello
+  Talk to a REP:
+    zmtp dealer --connect tcp://localhost:5555 --count 1 '|hello'"
         }
         SocketType::Router => {
             "\
@@ -134,8 +153,10 @@ ids as printed: '0x0080000001|welcome'). zmtp waits for the addressed peer to co
 drops a message silently.
 
 Examples:
-  zmtp router --bind 'tcp://*:5555'                             see who sends what
-  zmtp router --bind 'tcp://*:5555' --count 1 'client-1|welcome'"
+  See who sends what:
+    zmtp router --bind 'tcp://*:5555'
+  Greet client-1 once it connects, and print its first message:
+    zmtp router --bind 'tcp://*:5555' --count 1 'client-1|welcome'"
         }
         SocketType::Pair => {
             "\
@@ -143,27 +164,33 @@ PAIR talks to exactly one other PAIR socket, both ways: it sends the MESSAGE arg
 lines and prints what arrives, like netcat.
 
 Examples:
-  zmtp pair --bind 'tcp://*:5558'                                type lines, see the replies
-  zmtp pair --connect tcp://localhost:5558 --count 0 hello       send one message and exit"
+  Type lines, see the other side's:
+    zmtp pair --bind 'tcp://*:5558'
+  Send one message and exit:
+    zmtp pair --connect tcp://localhost:5558 --count 0 hello"
         }
         SocketType::XPub => {
             "\
 XPUB publishes like PUB and prints each subscription its subscribers send: \\x01topic for a
-subscribe, \\x00topic for an unsubscribe (by default only the first subscribe of a topic, see
---xpub-verbose).
+subscribe, \\x00topic for an unsubscribe (by default only the first subscribe of a topic and the
+last unsubscribe; --xpub-verbose and --xpub-verboser show them all).
 
 Examples:
-  zmtp xpub --bind 'tcp://*:5556'                              who subscribes to what
-  zmtp xpub --bind 'tcp://*:5556' --xpub-verboser --xpub-welcome-msg hello"
+  Who subscribes to what:
+    zmtp xpub --bind 'tcp://*:5556' --xpub-verboser
+  Greet every new subscriber:
+    zmtp xpub --bind 'tcp://*:5556' --xpub-welcome-msg hello"
         }
         SocketType::XSub => {
             "\
-XSUB receives like SUB, but subscribing is sending a message upstream: --subscribe sends one,
-as do MESSAGE frames starting with byte 01 (--hex 01…). It has no default subscription.
+XSUB receives like SUB, but subscribing means sending a message upstream: --subscribe sends one,
+as does a message whose first byte is 01 (--hex 01…). It has no default subscription.
 
 Examples:
-  zmtp xsub --connect tcp://localhost:5556 --subscribe weather
-  zmtp xsub --connect tcp://localhost:5556 --hex 01                subscribe to everything"
+  Messages on topics starting with 'weather':
+    zmtp xsub --connect tcp://localhost:5556 --subscribe weather
+  Subscribe to everything by sending the subscription message yourself:
+    zmtp xsub --connect tcp://localhost:5556 --hex 01"
         }
     }
 }
@@ -172,7 +199,10 @@ Examples:
 pub fn overrides(t: SocketType) -> Vec<(&'static str, &'static str)> {
     match t {
         SocketType::Pub | SocketType::Push => {
-            vec![("count", "Exit after sending N messages (with --repeat)"), ("delimiter", "Frame separator in messages")]
+            vec![
+                ("count", "Exit after sending N messages (with --repeat)"),
+                ("delimiter", "Frame separator in messages"),
+            ]
         }
         SocketType::Sub | SocketType::Pull => {
             vec![("count", "Exit after receiving N messages"), ("delimiter", "Frame separator in printed messages")]
@@ -203,7 +233,9 @@ connect to the frontend, REP workers to the backend), pull/push (a pipeline stre
 socket (pub, push, pair, dealer or xpub) receives a copy of every message, both directions.
 
 Examples:
-  zmtp proxy --frontend 'xsub:bind:tcp://*:5559' --backend 'xpub:bind:tcp://*:5560'
-  zmtp proxy --frontend 'router:bind:tcp://*:5559' --backend 'dealer:bind:tcp://*:5560' \\
-             --capture 'pub:bind:tcp://127.0.0.1:5561'
-  zmtp sub --connect tcp://127.0.0.1:5561                        watch the captured traffic";
+  A pub-sub forwarder: publishers connect to 5559, subscribers to 5560:
+    zmtp proxy --frontend 'xsub:bind:tcp://*:5559' --backend 'xpub:bind:tcp://*:5560'
+  A request broker whose traffic you can watch on 5561:
+    zmtp proxy --frontend 'router:bind:tcp://*:5559' --backend 'dealer:bind:tcp://*:5560' \\
+               --capture 'pub:bind:tcp://127.0.0.1:5561'
+    zmtp sub --connect tcp://127.0.0.1:5561";
