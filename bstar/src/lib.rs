@@ -1,1 +1,37 @@
-//! Binary Star over zmtp.
+//! # bstar — Binary Star over zmtp
+//!
+//! The ZeroMQ Guide's Binary Star pattern (chapter 4) as a library: a primary and a backup server
+//! that heartbeat their state to each other over PUB/SUB, where exactly one serves clients (ACTIVE)
+//! and the other stands by (PASSIVE). Failover is decided by the clients: a PASSIVE server takes
+//! over only when a client request arrives *and* the active's heartbeats have expired
+//! (2 × heartbeat). There is no automatic fail-back.
+//!
+//! - [`fsm`]: the state machine as a pure type, with the full transition table and the fatal
+//!   dual-active / dual-passive errors.
+//! - [`codec`]: the one-frame ASCII-decimal state message, with typed rejection of malformed ones.
+//! - [`liveness`]: the peer-expiry clock and the peer's liveness.
+//! - [`BinaryStar`]: the async runner over zmtp sockets; [`Notices`] (role changes, accepted
+//!   requests, peer liveness, in order) and [`Handle`] (status, replies, stop).
+//!
+//! The binaries `bstarsrv` and `bstarcli` reproduce the Guide's example server pair and failover
+//! client. See the crate's README for the limitations of the pattern.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod codec;
+mod config;
+pub mod endpoint;
+mod error;
+pub mod fsm;
+mod handle;
+pub mod liveness;
+mod notices;
+mod runner;
+
+pub use config::{Config, DEFAULT_HEARTBEAT, DEFAULT_REQUEST_QUEUE};
+pub use error::Error;
+pub use fsm::{FsmError, Role, Side, State};
+pub use handle::{Handle, Status};
+pub use liveness::Liveness;
+pub use notices::{Notice, Notices};
+pub use runner::BinaryStar;

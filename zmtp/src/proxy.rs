@@ -117,13 +117,16 @@ impl Proxy {
     }
 
     async fn forward(&self, msg: Message, to: &Socket) -> Result<()> {
-        if let Some(capture) = &self.capture {
-            capture.send(msg.clone()).await?;
-        }
-        // A blocked send must not keep the proxy from hearing "terminate".
+        // A blocked send (capture or destination) must not keep the proxy from hearing "terminate".
         let mut rx = self.rx.clone();
+        let sends = async {
+            if let Some(capture) = &self.capture {
+                capture.send(msg.clone()).await?;
+            }
+            to.send(msg).await
+        };
         tokio::select! {
-            r = to.send(msg) => r,
+            r = sends => r,
             _ = async { while rx.changed().await.is_ok() && *rx.borrow() != Command::Terminate {} } => Ok(()),
         }
     }

@@ -58,6 +58,15 @@ pub(crate) async fn run<C: Conn>(
     result
 }
 
+/// A handshake in progress gives up when the socket closes, unless it is a connect-side peer that
+/// still has messages to deliver (LINGER then bounds it).
+async fn abandoned_on_close(core: &Core, slot: Option<PeerId>) {
+    core.closing.cancelled().await;
+    if slot.is_some_and(|s| core.slot_has_pending(s)) {
+        std::future::pending::<()>().await;
+    }
+}
+
 async fn drive<C: Conn>(
     core: &Arc<Core>,
     slot: Option<PeerId>,
@@ -80,7 +89,7 @@ async fn drive<C: Conn>(
     let done = tokio::select! {
         r = handshake => r?,
         _ = kill.cancelled() => return Err(ConnectionError::SocketClosed),
-        _ = core.closing.cancelled() => return Err(ConnectionError::SocketClosed),
+        _ = abandoned_on_close(core, slot) => return Err(ConnectionError::SocketClosed),
     };
     tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?done.info.socket_type, minor = done.minor, "handshake complete");
     let attached = core.attach(slot, &done.info, done.minor, kill.clone())?;

@@ -213,7 +213,8 @@ impl Core {
         kill: CancellationToken,
     ) -> Result<Attached, ConnectionError> {
         let mut state = self.state();
-        if state.closed {
+        // A closing socket still lets connect-side peers in: they come to flush what is queued for them.
+        if state.closed && slot.is_none() {
             return Err(ConnectionError::SocketClosed);
         }
         if self.socket_type == SocketType::Pair && state.peers.iter().any(|(id, p)| p.connected && Some(*id) != slot) {
@@ -578,6 +579,11 @@ impl Core {
         drop(state);
         self.inbox.readable().wake();
         self.space.wake();
+    }
+
+    /// Whether a connect-side peer has messages waiting to be written.
+    pub fn slot_has_pending(&self, slot: PeerId) -> bool {
+        self.state().peers.get(&slot).is_some_and(|p| p.out.has_messages())
     }
 
     /// Registers a running connection task; the guard unregisters it.

@@ -148,12 +148,14 @@ async fn connect_loop(
     accepting: CancellationToken,
     connections: CancellationToken,
 ) {
+    // Counted as live so that closing waits (up to LINGER) while this loop still has messages to deliver.
+    let _live = core.connection_started();
     let mut attempt_wait: Option<Duration> = None;
     loop {
         core.monitors.emit(|| MonitorEvent::ConnectDelayed { endpoint: endpoint.clone() });
         let connected = tokio::select! {
             c = transport::connect(&ep) => c,
-            _ = accepting.cancelled() => break,
+            _ = stop_connecting(&core, slot, &accepting, &connections) => break,
         };
         match connected {
             Ok((conn, peer)) => {
@@ -167,7 +169,7 @@ async fn connect_loop(
                         core.remove_slot(slot);
                         return;
                     }
-                    _ if accepting.is_cancelled() => break,
+                    _ if accepting.is_cancelled() && !core.slot_has_pending(slot) => break,
                     _ => attempt_wait = None,
                 }
             }
@@ -186,7 +188,21 @@ async fn connect_loop(
         core.monitors.emit(|| MonitorEvent::ConnectRetried { endpoint: endpoint.clone(), retry_in: wait });
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = accepting.cancelled() => break,
+            _ = stop_connecting(&core, slot, &accepting, &connections) => break,
+        }
+    }
+}
+
+/// Resolves when a connect loop should stop: `disconnect`, LINGER expiry, or the socket closing with
+/// nothing queued for this peer. With messages queued, a closing socket keeps trying to deliver them
+/// until LINGER runs out, as libzmq does.
+async fn stop_connecting(core: &Core, slot: PeerId, accepting: &CancellationToken, connections: &CancellationToken) {
+    tokio::select! {
+        _ = connections.cancelled() => {}
+        _ = accepting.cancelled() => {
+            if core.slot_has_pending(slot) {
+                connections.cancelled().await;
+            }
         }
     }
 }

@@ -57,6 +57,11 @@ impl OutPipe {
         self.hwm != 0 && s.messages >= self.hwm
     }
 
+    /// Whether any message is queued.
+    pub fn has_messages(&self) -> bool {
+        self.lock().messages > 0
+    }
+
     /// Whether a message would be accepted now.
     pub fn has_room(&self) -> bool {
         self.conflate || !self.full(&self.lock())

@@ -91,6 +91,13 @@ impl Listener {
     }
 }
 
+/// A raw in-memory byte stream to a socket bound on `inproc://name`, bypassing ZMTP on our side: for
+/// fuzzing and hostile-peer tests that must speak bytes to a real socket. Waits until the name is bound.
+#[doc(hidden)]
+pub async fn inproc_raw_connect(name: &str) -> tokio::io::DuplexStream {
+    inproc::connect(name).await
+}
+
 /// Connects once (inproc: waits until the name is bound).
 pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(Connection, String)> {
     match endpoint {

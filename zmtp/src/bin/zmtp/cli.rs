@@ -56,11 +56,11 @@ pub fn role(t: SocketType) -> Role {
 /// The options of every socket subcommand.
 #[derive(Args, Clone, Debug)]
 pub struct SocketArgs {
-    /// Listen on ENDPOINT (repeatable), e.g. tcp://*:5555 or tcp://127.0.0.1:* (any free port)
+    /// Listen on ENDPOINT (repeatable): tcp://*:5555, tcp://127.0.0.1:* (a free port)
     #[arg(short, long, value_name = "ENDPOINT", help_heading = "Endpoints")]
     pub bind: Vec<String>,
 
-    /// Connect to ENDPOINT (repeatable), e.g. tcp://host:5555 or ipc:///tmp/sock
+    /// Connect to ENDPOINT (repeatable): tcp://host:5555, ipc:///tmp/sock
     ///
     /// ZeroMQ connects in the background and keeps retrying until the peer is there (-v shows it).
     #[arg(short, long, value_name = "ENDPOINT", help_heading = "Endpoints")]
@@ -90,7 +90,7 @@ pub struct SocketArgs {
     #[arg(short = 'x', long, help_heading = "Message format")]
     pub hex: bool,
 
-    /// How to print messages: auto = text, or 0x<hex> for frames that are not text
+    /// How to print messages (auto: text, or 0x<hex> for frames that are not text)
     #[arg(short, long, value_enum, default_value = "auto", help_heading = "Message format")]
     pub format: Format,
 
@@ -240,7 +240,7 @@ fn not_for(t: SocketType) -> Vec<&'static str> {
     let r = role(t);
     let mut ids = Vec::new();
     if r == Role::RecvOnly {
-        ids.extend(["messages", "hex", "repeat", "interval", "delay", "sndhwm"]);
+        ids.extend(["messages", "hex", "repeat", "interval", "delay", "sndhwm", "linger"]);
     }
     if r == Role::SendOnly {
         ids.extend(["format", "rcvhwm"]);

@@ -75,7 +75,7 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
         Role::Reply if args.echo => None,
         _ => Some(Source::new(&args.messages, args.repeat, framing)?),
     };
-    let socket = setup::open(t, &args).await?;
+    let (socket, mut connects) = setup::open(t, &args).await?;
     let progress = Progress::default();
     let job = Job {
         socket: socket.clone(),
@@ -89,9 +89,20 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
         progress: &progress,
     };
     let (total, count) = (job.total, job.count);
+    let linger = args.linger.map(Duration::from_millis);
     let work = async {
         job.drive(source).await?;
         progress.flushing.set(true);
+        if progress.sent.get() > 0 && matches!(t, SocketType::Push | SocketType::Dealer | SocketType::Pair) {
+            // Messages may wait in the queue of a --connect whose connection is not up yet, and
+            // Socket::close drops those (zmtp issue, unlike libzmq's LINGER): let every connection
+            // come up first, within --linger.
+            let all = connects.all_connected();
+            match linger {
+                Some(limit) => drop(tokio::time::timeout(limit, all).await),
+                None => all.await,
+            }
+        }
         socket.close().await;
         Ok(())
     };

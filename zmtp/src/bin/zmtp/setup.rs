@@ -1,8 +1,11 @@
 //! Opening a socket: checking endpoints (with errors a human understands), applying options,
 //! binding and connecting, and optionally narrating connection events on stderr.
 
+use std::collections::HashSet;
 use std::io::ErrorKind;
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use zmtp::transport::Endpoint;
 use zmtp::{MonitorEvent, Socket, SocketType};
@@ -46,8 +49,41 @@ pub async fn check_endpoint(endpoint: &str, direction: Direction) -> Result<(), 
     }
 }
 
+/// Tracks which `--connect` endpoints have completed a handshake at least once.
+pub struct ConnectWatch {
+    connected: watch::Receiver<usize>,
+    wanted: usize,
+}
+
+impl ConnectWatch {
+    /// Starts watching; call before connecting so that no event is missed.
+    fn start(socket: &Socket, endpoints: &[String]) -> ConnectWatch {
+        let wanted: HashSet<String> = endpoints.iter().cloned().collect();
+        let (tx, connected) = watch::channel(0);
+        let mut events = socket.monitor();
+        let count = wanted.len();
+        tokio::spawn(async move {
+            let mut seen = HashSet::new();
+            while let Some(event) = events.next_event().await {
+                if let MonitorEvent::HandshakeSucceeded { endpoint, .. } = event {
+                    if wanted.contains(&endpoint) && seen.insert(endpoint) {
+                        tx.send_replace(seen.len());
+                    }
+                }
+            }
+        });
+        ConnectWatch { connected, wanted: count }
+    }
+
+    /// Resolves once every connect endpoint has had a connection (or the socket is gone).
+    pub async fn all_connected(&mut self) {
+        let wanted = self.wanted;
+        let _ = self.connected.wait_for(|&n| n >= wanted).await;
+    }
+}
+
 /// Creates the socket, applies the options, binds and connects.
-pub async fn open(t: SocketType, args: &SocketArgs) -> Result<Socket, CliError> {
+pub async fn open(t: SocketType, args: &SocketArgs) -> Result<(Socket, ConnectWatch), CliError> {
     for ep in &args.bind {
         check_endpoint(ep, Direction::Bind).await?;
     }
@@ -65,6 +101,7 @@ pub async fn open(t: SocketType, args: &SocketArgs) -> Result<Socket, CliError> 
     if args.verbose {
         narrate(&socket);
     }
+    let watch = ConnectWatch::start(&socket, &args.connect);
     for ep in &args.bind {
         let bound = bind(&socket, ep).await?;
         eprintln!("zmtp: {t} listening on {bound}");
@@ -81,7 +118,7 @@ pub async fn open(t: SocketType, args: &SocketArgs) -> Result<Socket, CliError> 
         }
         _ => {}
     }
-    Ok(socket)
+    Ok((socket, watch))
 }
 
 fn subscribe(socket: &Socket, prefix: &str) -> Result<(), CliError> {

@@ -1,0 +1,289 @@
+//! The Binary Star finite-state machine as a pure type: no sockets, no clock.
+//!
+//! The caller supplies each [`Event`] and whether the peer has expired (`now ≥ peer expiry`); the
+//! machine answers with an [`Outcome`] (new state, accept/reject for a client request, role change)
+//! or a fatal [`FsmError`]. Wire values are the Guide's: states PRIMARY=1 … PASSIVE=4, events
+//! PEER_PRIMARY=1 … PEER_PASSIVE=4 and CLIENT_REQUEST=5. The state a peer publishes *is* the event the
+//! other side sees ([`Event::from_peer`]).
+//!
+//! | state \ event | PEER_PRIMARY | PEER_BACKUP | PEER_ACTIVE | PEER_PASSIVE | CLIENT_REQUEST |
+//! |---|---|---|---|---|---|
+//! | PRIMARY | ignore | →ACTIVE | →PASSIVE | ignore | peer expired: →ACTIVE, accept; else reject |
+//! | BACKUP | ignore | ignore | →PASSIVE | ignore | reject |
+//! | ACTIVE | ignore | ignore | fatal: dual actives | ignore | accept |
+//! | PASSIVE | →ACTIVE | →ACTIVE | ignore | fatal: dual passives | peer expired: →ACTIVE, accept; else reject |
+//!
+//! ```
+//! use bstar::fsm::{Event, Fsm, Role, Side, State, Vote};
+//!
+//! let mut fsm = Fsm::new(Side::Backup);
+//! // The backup alone never serves, however long the primary has been silent.
+//! assert_eq!(fsm.handle(Event::ClientRequest, true)?.vote, Some(Vote::Reject));
+//! // It hears an active primary and becomes passive.
+//! let outcome = fsm.handle(Event::from_peer(State::Active), false)?;
+//! assert_eq!((outcome.state, outcome.became), (State::Passive, Some(Role::Passive)));
+//! // The primary dies; once its heartbeats have expired, the first client request is a failover.
+//! let outcome = fsm.handle(Event::ClientRequest, true)?;
+//! assert_eq!(outcome.vote, Some(Vote::Accept));
+//! assert_eq!(outcome.became, Some(Role::Active));
+//! # Ok::<(), bstar::fsm::FsmError>(())
+//! ```
+
+use std::fmt;
+
+/// A server's state; the number is its wire value in state messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum State {
+    /// Primary, waiting for its peer (the start state of the primary).
+    Primary = 1,
+    /// Backup, waiting for its peer (the start state of the backup).
+    Backup = 2,
+    /// Serving clients.
+    Active = 3,
+    /// Standing by; takes over when the active's heartbeats have expired and a client votes.
+    Passive = 4,
+}
+
+impl State {
+    /// Every state, in wire order.
+    pub const ALL: [State; 4] = [State::Primary, State::Backup, State::Active, State::Passive];
+
+    /// The wire value (1..=4).
+    pub fn wire(self) -> u8 {
+        self as u8
+    }
+
+    /// The state with this wire value, if any.
+    ///
+    /// ```
+    /// use bstar::fsm::State;
+    /// assert_eq!(State::from_wire(3), Some(State::Active));
+    /// assert_eq!(State::from_wire(5), None);
+    /// ```
+    pub fn from_wire(value: u64) -> Option<State> {
+        match value {
+            1 => Some(State::Primary),
+            2 => Some(State::Backup),
+            3 => Some(State::Active),
+            4 => Some(State::Passive),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            State::Primary => "PRIMARY",
+            State::Backup => "BACKUP",
+            State::Active => "ACTIVE",
+            State::Passive => "PASSIVE",
+        })
+    }
+}
+
+/// An input to the machine; the number is the Guide's event value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Event {
+    /// The peer says it is PRIMARY (starting, waiting).
+    PeerPrimary = 1,
+    /// The peer says it is BACKUP (starting, waiting).
+    PeerBackup = 2,
+    /// The peer says it is ACTIVE.
+    PeerActive = 3,
+    /// The peer says it is PASSIVE.
+    PeerPassive = 4,
+    /// A client request arrived on the voter socket.
+    ClientRequest = 5,
+}
+
+impl Event {
+    /// Every event, in wire order.
+    pub const ALL: [Event; 5] =
+        [Event::PeerPrimary, Event::PeerBackup, Event::PeerActive, Event::PeerPassive, Event::ClientRequest];
+
+    /// The event a state message from the peer represents.
+    pub fn from_peer(peer: State) -> Event {
+        match peer {
+            State::Primary => Event::PeerPrimary,
+            State::Backup => Event::PeerBackup,
+            State::Active => Event::PeerActive,
+            State::Passive => Event::PeerPassive,
+        }
+    }
+
+    /// The event's number (1..=5).
+    pub fn wire(self) -> u8 {
+        self as u8
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Event::PeerPrimary => "PEER_PRIMARY",
+            Event::PeerBackup => "PEER_BACKUP",
+            Event::PeerActive => "PEER_ACTIVE",
+            Event::PeerPassive => "PEER_PASSIVE",
+            Event::ClientRequest => "CLIENT_REQUEST",
+        })
+    }
+}
+
+/// Which server of the pair this is; decides the start state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Starts in [`State::Primary`]; becomes active when it meets a waiting backup.
+    Primary,
+    /// Starts in [`State::Backup`]; never serves until it has been passive.
+    Backup,
+}
+
+impl Side {
+    /// The state a server of this side starts in.
+    pub fn start_state(self) -> State {
+        match self {
+            Side::Primary => State::Primary,
+            Side::Backup => State::Backup,
+        }
+    }
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Side::Primary => "primary",
+            Side::Backup => "backup",
+        })
+    }
+}
+
+/// The verdict on a client request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Vote {
+    /// Hand the request to the application.
+    Accept,
+    /// Read and discard it; the client notices only by timing out.
+    Reject,
+}
+
+/// A role this server just took on (the reference's new-active / new-passive callbacks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Entered [`State::Active`].
+    Active,
+    /// Entered [`State::Passive`].
+    Passive,
+}
+
+/// What one event did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Outcome {
+    /// The state after the event (unchanged when the event is ignored).
+    pub state: State,
+    /// `Some` exactly for [`Event::ClientRequest`].
+    pub vote: Option<Vote>,
+    /// `Some` when the event moved the server into ACTIVE or PASSIVE from another state.
+    pub became: Option<Role>,
+}
+
+/// The pair is broken: both servers claim the same role. The reference aborts the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum FsmError {
+    /// This server is ACTIVE and so is its peer (split brain after a partition, or misconfiguration).
+    #[error("dual actives: this server and its peer are both ACTIVE")]
+    DualActive,
+    /// This server is PASSIVE and so is its peer: nobody would ever serve.
+    #[error("dual passives: this server and its peer are both PASSIVE")]
+    DualPassive,
+}
+
+/// The transition table as a pure function.
+///
+/// `peer_expired` is `now ≥ peer expiry` (the peer sent no state message for 2 × heartbeat); it only
+/// matters for [`Event::ClientRequest`] in PRIMARY and PASSIVE.
+///
+/// ```
+/// use bstar::fsm::{transition, Event, FsmError, State, Vote};
+///
+/// // A primary alone rejects requests until its peer has expired …
+/// assert_eq!(transition(State::Primary, Event::ClientRequest, false)?.vote, Some(Vote::Reject));
+/// // … then the first request makes it active and is served.
+/// let outcome = transition(State::Primary, Event::ClientRequest, true)?;
+/// assert_eq!((outcome.state, outcome.vote), (State::Active, Some(Vote::Accept)));
+/// // Two actives is fatal.
+/// assert_eq!(transition(State::Active, Event::PeerActive, false), Err(FsmError::DualActive));
+/// # Ok::<(), FsmError>(())
+/// ```
+pub fn transition(state: State, event: Event, peer_expired: bool) -> Result<Outcome, FsmError> {
+    use Event::*;
+    use State::*;
+    let next = match (state, event) {
+        (Active, PeerActive) => return Err(FsmError::DualActive),
+        (Passive, PeerPassive) => return Err(FsmError::DualPassive),
+        // The primary meets a waiting backup: it serves.
+        (Primary, PeerBackup) => Active,
+        // A peer is already serving: stand by (this is also how a restarted primary stays out of the way).
+        (Primary | Backup, PeerActive) => Passive,
+        // The peer restarted (it is waiting again): take over.
+        (Passive, PeerPrimary | PeerBackup) => Active,
+        // The expiry guard: only serve when the peer has gone quiet.
+        (Primary | Passive, ClientRequest) if peer_expired => Active,
+        (Active, ClientRequest) => Active,
+        // Everything else is ignored (a rejected request leaves the state as it is).
+        (s, _) => s,
+    };
+    let vote = (event == ClientRequest).then_some(if next == Active { Vote::Accept } else { Vote::Reject });
+    let became = match next {
+        _ if next == state => None,
+        Active => Some(Role::Active),
+        Passive => Some(Role::Passive),
+        Primary | Backup => unreachable!("no transition leads back to a start state"),
+    };
+    Ok(Outcome { state: next, vote, became })
+}
+
+/// The machine with its current state.
+///
+/// ```
+/// use bstar::fsm::{Event, Fsm, Role, Side, State};
+///
+/// let mut fsm = Fsm::new(Side::Primary);
+/// assert_eq!(fsm.state(), State::Primary);
+/// let outcome = fsm.handle(Event::PeerBackup, false)?;
+/// assert_eq!(outcome.became, Some(Role::Active));
+/// assert_eq!(fsm.state(), State::Active);
+/// # Ok::<(), bstar::fsm::FsmError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fsm {
+    side: Side,
+    state: State,
+}
+
+impl Fsm {
+    /// A machine in the side's start state.
+    pub fn new(side: Side) -> Fsm {
+        Fsm { side, state: side.start_state() }
+    }
+
+    /// Which server this is.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Applies one event (see [`transition`]). On a fatal error the state is left unchanged; the
+    /// pair is broken and the server should stop.
+    pub fn handle(&mut self, event: Event, peer_expired: bool) -> Result<Outcome, FsmError> {
+        let outcome = transition(self.state, event, peer_expired)?;
+        self.state = outcome.state;
+        Ok(outcome)
+    }
+}

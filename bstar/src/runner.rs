@@ -1,0 +1,306 @@
+//! The async runner: heartbeats over PUB/SUB, votes from the voter socket, the FSM in between.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::time::{Instant, MissedTickBehavior};
+use zmtp::{Message, Socket, SocketType};
+
+use crate::codec;
+use crate::config::Config;
+use crate::error::Error;
+use crate::fsm::{Event, Fsm, Role, State, Vote};
+use crate::handle::{Handle, Shared, Status};
+use crate::liveness::PeerClock;
+use crate::notices::{Notice, Notices, Outbox};
+
+/// Upper bound on the SUB's reconnect interval, so a restarted peer is heard quickly.
+const MAX_RECONNECT: Duration = Duration::from_millis(100);
+
+/// One server of a Binary Star pair.
+///
+/// [`bind`](Self::bind) binds the state PUB and the voter and connects the SUB to the peer;
+/// [`run`](Self::run) heartbeats and judges votes until a fatal pair failure (`Err`), a
+/// [`Handle::stop`] (`Ok`), or until the future is dropped. Accepted requests, role changes and
+/// peer liveness arrive on the [`Notices`] stream, in order.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use bstar::{BinaryStar, Config, Notice, State};
+/// use zmtp::SocketType;
+///
+/// let dir = std::env::temp_dir();
+/// let ep = |name: &str| format!("ipc://{}/bstar-doc-{}-{name}", dir.display(), std::process::id());
+/// let heartbeat = Duration::from_millis(50);
+///
+/// let (primary, mut primary_notices) =
+///     BinaryStar::bind(Config::primary(ep("p"), ep("b")).voter(ep("pv"), SocketType::Router).heartbeat(heartbeat))
+///         .await?;
+/// let (backup, _backup_notices) =
+///     BinaryStar::bind(Config::backup(ep("b"), ep("p")).voter(ep("bv"), SocketType::Router).heartbeat(heartbeat))
+///         .await?;
+/// let (p, b) = (primary.handle(), backup.handle());
+/// tokio::spawn(primary.run());
+/// tokio::spawn(backup.run());
+///
+/// assert_eq!(primary_notices.recv().await, Some(Notice::PeerAlive(State::Backup)));
+/// assert_eq!(primary_notices.recv().await, Some(Notice::BecameActive));
+/// b.wait_for(|s| s.state == State::Passive).await;
+///
+/// // A client: the active server's accepted requests arrive as notices.
+/// let client = zmtp::Socket::new(SocketType::Dealer);
+/// client.connect(p.voter_endpoint()).await?;
+/// client.send("hello").await?;
+/// loop {
+///     if let Some(Notice::Request(request)) = primary_notices.recv().await {
+///         assert_eq!(request[1], "hello"); // [routing id, body]
+///         p.voter().send(request).await?; // echo
+///         break;
+///     }
+/// }
+/// assert_eq!(client.recv().await?[0], "hello");
+/// p.stop();
+/// b.stop();
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct BinaryStar {
+    config: Config,
+    fsm: Fsm,
+    statepub: Socket,
+    statesub: Socket,
+    voter: Socket,
+    shared: Arc<Shared>,
+    outbox: Outbox,
+}
+
+impl BinaryStar {
+    /// Binds the state PUB (at `config.local`) and the voter, and connects the SUB to
+    /// `config.remote` (in the background: the peer need not be up). Nothing is published and no
+    /// vote is read until [`run`](Self::run).
+    pub async fn bind(config: Config) -> Result<(BinaryStar, Notices), Error> {
+        let voter_at = config.validate()?.to_owned();
+        let statepub = Socket::new(SocketType::Pub);
+        statepub.set_linger(Some(Duration::ZERO));
+        let state_endpoint = statepub.bind(&config.local).await?;
+
+        let statesub = Socket::new(SocketType::Sub);
+        statesub.set_linger(Some(Duration::ZERO));
+        statesub.set_reconnect_ivl(Some(config.heartbeat.min(MAX_RECONNECT)));
+        statesub.subscribe("")?;
+        statesub.connect(&config.remote).await?;
+
+        let voter = Socket::new(config.voter_type);
+        let voter_endpoint = voter.bind(&voter_at).await?;
+
+        let fsm = Fsm::new(config.side);
+        let status = Status {
+            side: config.side,
+            state: fsm.state(),
+            peer: crate::Liveness::Unknown,
+            peer_state: None,
+            last_heard: None,
+            peer_expiry: Instant::now() + config.peer_expiry(),
+            accepted: 0,
+            rejected: 0,
+            malformed: 0,
+            running: true,
+            fatal: None,
+        };
+        let shared = Arc::new(Shared {
+            status: watch::Sender::new(status),
+            stop: Notify::new(),
+            voter: voter.clone(),
+            state_endpoint,
+            voter_endpoint,
+            heartbeat: config.heartbeat,
+        });
+        let (outbox, notices) = Outbox::new(config.request_queue);
+        Ok((BinaryStar { config, fsm, statepub, statesub, voter, shared, outbox }, notices))
+    }
+
+    /// A handle for status, liveness, replies and stopping.
+    pub fn handle(&self) -> Handle {
+        Handle { shared: self.shared.clone() }
+    }
+
+    /// Runs the pair protocol. Returns `Err(Error::Fatal(..))` on dual actives / dual passives,
+    /// `Err(Error::Socket(..))` if a socket fails, `Ok(())` after [`Handle::stop`]. The state PUB,
+    /// the SUB and the voter are closed when it returns. On a fatal error the runner first publishes
+    /// its state once more (flushed for up to one heartbeat), so a peer in the same broken
+    /// situation — the other half of a healed split brain — detects it and stops too.
+    pub async fn run(mut self) -> Result<(), Error> {
+        let result = self.serve().await;
+        match &result {
+            Err(Error::Fatal(e)) => {
+                tracing::error!(side = %self.config.side, error = %e, "binary star pair failure, stopping");
+                let fatal = Some(*e);
+                self.shared.update(|s| {
+                    s.fatal = fatal;
+                    true
+                });
+                // Say our state once more, and let it leave: a peer in the same broken situation
+                // (the other half of a split brain) then detects it too, instead of depending on
+                // which heartbeat happened to cross first.
+                let _ = self.publish();
+                self.statepub.set_linger(Some(self.config.heartbeat));
+                let _ = tokio::time::timeout(self.config.heartbeat, self.statepub.clone().close()).await;
+            }
+            Err(e) => tracing::error!(side = %self.config.side, error = %e, "binary star runner failed"),
+            Ok(()) => tracing::info!(side = %self.config.side, "binary star runner stopped"),
+        }
+        // Stop accepting clients at once; give replies already queued a heartbeat to leave.
+        let voter = self.voter.clone();
+        let _ = tokio::time::timeout(self.config.heartbeat, voter.close()).await;
+        result
+    }
+
+    async fn serve(&mut self) -> Result<(), Error> {
+        let mut clock = PeerClock::new(Instant::now(), self.config.peer_expiry());
+        let expiry = clock.expiry();
+        self.shared.update(|s| {
+            s.peer_expiry = expiry;
+            false
+        });
+        let mut ticker = tokio::time::interval(self.config.heartbeat);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        tracing::info!(side = %self.config.side, heartbeat = ?self.config.heartbeat, "binary star running");
+        loop {
+            let deadline = clock.deadline();
+            tokio::select! {
+                biased;
+                () = self.shared.stop.notified() => return Ok(()),
+                _ = ticker.tick() => self.publish()?,
+                msg = self.statesub.recv() => self.on_state_message(msg?, &mut clock)?,
+                () = sleep_until(deadline), if deadline.is_some() => self.check_peer(&mut clock, Instant::now()),
+                msg = gated_recv(&self.outbox, &self.voter) => self.on_request(msg?, &mut clock)?,
+            }
+        }
+    }
+
+    fn on_state_message(&mut self, msg: Message, clock: &mut PeerClock) -> Result<(), Error> {
+        let peer = match codec::decode(&msg) {
+            Ok(peer) => peer,
+            Err(e) => {
+                tracing::warn!(side = %self.config.side, error = %e, "dropping malformed state message");
+                self.shared.update(|s| {
+                    s.malformed += 1;
+                    true
+                });
+                return Ok(());
+            }
+        };
+        let now = Instant::now();
+        let revived = clock.heard(now, peer);
+        let expiry = clock.expiry();
+        self.shared.update(|s| {
+            let changed = revived || s.peer_state != Some(peer);
+            s.peer = clock.liveness();
+            s.peer_state = Some(peer);
+            s.last_heard = Some(now);
+            s.peer_expiry = expiry;
+            changed
+        });
+        if revived {
+            tracing::info!(side = %self.config.side, peer = %peer, "peer alive");
+            self.outbox.send(Notice::PeerAlive(peer));
+        }
+        let outcome = self.fsm.handle(Event::from_peer(peer), false)?;
+        if let Some(role) = outcome.became {
+            self.became(role)?;
+        }
+        Ok(())
+    }
+
+    fn on_request(&mut self, msg: Message, clock: &mut PeerClock) -> Result<(), Error> {
+        let now = Instant::now();
+        self.check_peer(clock, now);
+        let outcome = self.fsm.handle(Event::ClientRequest, clock.expired(now))?;
+        if let Some(role) = outcome.became {
+            self.became(role)?;
+        }
+        match outcome.vote {
+            Some(Vote::Accept) => {
+                self.shared.update(|s| {
+                    s.accepted += 1;
+                    true
+                });
+                if !self.outbox.send(Notice::Request(msg)) {
+                    tracing::debug!(side = %self.config.side, "accepted request discarded: nobody reads notices");
+                }
+            }
+            _ => {
+                tracing::debug!(side = %self.config.side, state = %self.fsm.state(), "request rejected");
+                self.shared.update(|s| {
+                    s.rejected += 1;
+                    true
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_peer(&mut self, clock: &mut PeerClock, now: Instant) {
+        if clock.check(now) {
+            tracing::warn!(side = %self.config.side, state = %self.fsm.state(), "peer silent");
+            let liveness = clock.liveness();
+            self.shared.update(|s| {
+                s.peer = liveness;
+                true
+            });
+            self.outbox.send(Notice::PeerSilent);
+        }
+    }
+
+    fn became(&mut self, role: Role) -> Result<(), Error> {
+        let state = self.fsm.state();
+        tracing::info!(side = %self.config.side, %state, "role change");
+        self.shared.update(|s| {
+            s.state = state;
+            true
+        });
+        self.outbox.send(match role {
+            Role::Active => Notice::BecameActive,
+            Role::Passive => Notice::BecamePassive,
+        });
+        // Tell the peer at once rather than at the next heartbeat.
+        self.publish()
+    }
+
+    fn publish(&self) -> Result<(), Error> {
+        match self.statepub.try_send(codec::encode(self.fsm.state())) {
+            Ok(()) | Err(zmtp::Error::WouldBlock) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.fsm.state()
+    }
+}
+
+impl Drop for BinaryStar {
+    fn drop(&mut self) {
+        self.shared.update(|s| {
+            s.running = false;
+            true
+        });
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads the next vote once the application has room for another accepted request.
+async fn gated_recv(outbox: &Outbox, voter: &Socket) -> zmtp::Result<Message> {
+    outbox.room().await;
+    voter.recv().await
+}

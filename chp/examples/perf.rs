@@ -1,0 +1,259 @@
+//! Measures the CHP server and client on loopback:
+//!
+//! 1. memory per stored key (the server's state alone, RSS before/after);
+//! 2. updates/s through one server: N publishing clients, M whole-map subscribers, 100-byte values;
+//! 3. latency from `set` to a watcher receiving the change;
+//! 4. time to deliver a snapshot of 100k and 1M keys (raw transfer, and a client's full sync).
+//!
+//! `cargo run --release --example perf -- [--keys 1000000] [--updates 200000] [--publishers 4] [--subscribers 2]`
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chp::command::{IcanHaz, KvSet, SnapshotReply, Subtree};
+use chp::server::ServerState;
+use chp::{Client, ClientOptions, Event, KvMsg, Server, ServerConfig};
+use clap::Parser;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use zmtp::{Socket, SocketType};
+
+#[derive(Parser)]
+struct Args {
+    /// Keys for the snapshot and memory measurements (largest size).
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: usize,
+    /// Updates for the throughput measurement.
+    #[arg(long, default_value_t = 200_000)]
+    updates: usize,
+    /// Publishing clients.
+    #[arg(long, default_value_t = 4)]
+    publishers: usize,
+    /// Subscribing clients.
+    #[arg(long, default_value_t = 2)]
+    subscribers: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value: usize,
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    pages * 4096
+}
+
+fn key(i: usize) -> String {
+    format!("/k/{i:07}")
+}
+
+fn options(address: &chp::ServerAddress, subtree: &str) -> ClientOptions {
+    ClientOptions::for_servers(vec![address.clone()])
+        .subtree(subtree.parse().unwrap())
+        .server_ttl(Duration::from_secs(30))
+        .set_timing(Duration::from_secs(10), Duration::from_secs(60))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let value = Bytes::from(vec![b'v'; args.value]);
+
+    // 1. Memory per stored key: the state machine alone.
+    {
+        let before = rss_bytes();
+        let t0 = Instant::now();
+        let mut state = ServerState::new(Instant::now());
+        let now = Instant::now();
+        for i in 0..args.keys {
+            state.apply(KvSet(KvMsg::new(key(i), value.clone())), now).unwrap();
+        }
+        let elapsed = t0.elapsed();
+        let after = rss_bytes();
+        let per_key = (after.saturating_sub(before)) as f64 / args.keys as f64;
+        let payload = state.payload_bytes() as f64 / args.keys as f64;
+        println!(
+            "memory: {} keys ({payload:.0} B key+value each) take {:.1} MiB RSS = {per_key:.0} B per key \
+             ({:.0} B overhead); stored at {:.2} M keys/s",
+            args.keys,
+            (after - before) as f64 / (1 << 20) as f64,
+            per_key - payload,
+            args.keys as f64 / elapsed.as_secs_f64() / 1e6
+        );
+    }
+
+    let server = Server::bind(ServerConfig {
+        bind: "127.0.0.1".into(),
+        hugz_interval: Duration::from_millis(200),
+        queue_limit: 1_000_000,
+        ..ServerConfig::default()
+    })
+    .await?;
+    let addr = server.address().clone();
+
+    // 2. Throughput: publishers (each its own subtree, so it only hears its own echoes) send
+    // confirmed sets with many in flight; subscribers take the whole map.
+    {
+        let subscribers: Vec<Client> = futures::future::join_all((0..args.subscribers).map(|_| async {
+            let c = Client::start(options(&addr, "")).unwrap();
+            c.synced().await.unwrap();
+            c
+        }))
+        .await;
+        let per = args.updates / args.publishers;
+        let t0 = Instant::now();
+        let tasks: Vec<_> = (0..args.publishers)
+            .map(|p| {
+                let (addr, value) = (addr.clone(), value.clone());
+                tokio::spawn(async move {
+                    let c = Client::start(options(&addr, &format!("/p{p}/"))).unwrap();
+                    c.synced().await.unwrap();
+                    let mut inflight: FuturesUnordered<_> = FuturesUnordered::new();
+                    let mut done = |r: Result<Option<u64>, chp::ClientError>| r.expect("set confirmed");
+                    for i in 0..per {
+                        if inflight.len() >= 2000 {
+                            done(inflight.next().await.expect("in flight"));
+                        }
+                        let c = c.clone();
+                        let value = value.clone();
+                        inflight.push(async move { c.set(format!("/p{p}/{}", i % 10_000), value, None).await });
+                    }
+                    while let Some(r) = inflight.next().await {
+                        done(r);
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await?;
+        }
+        let published = t0.elapsed();
+        let target = server.sequence();
+        for s in &subscribers {
+            while s.sequence() < target {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        let delivered = t0.elapsed();
+        let n = (per * args.publishers) as f64;
+        println!(
+            "throughput: {} updates of {} B from {} publishing clients: {:.0} updates/s confirmed by the server, \
+             {:.0} updates/s delivered to all {} subscribers",
+            per * args.publishers,
+            args.value,
+            args.publishers,
+            n / published.as_secs_f64(),
+            n / delivered.as_secs_f64(),
+            args.subscribers
+        );
+        for s in subscribers {
+            s.close().await;
+        }
+    }
+
+    // 3. Latency from set() to a watcher's event.
+    {
+        let writer = Client::start(options(&addr, "/lat/")).unwrap();
+        let watcher = Client::start(options(&addr, "/lat/")).unwrap();
+        writer.synced().await?;
+        watcher.synced().await?;
+        let mut events = watcher.events();
+        let received = Arc::new(AtomicU64::new(0));
+        let mut samples = Vec::new();
+        for i in 0..2000u64 {
+            let t0 = Instant::now();
+            let w = writer.clone();
+            let value = value.clone();
+            let set = tokio::spawn(async move { w.set(format!("/lat/{}", i % 100), value, None).await });
+            loop {
+                if let Some(Event::Set { .. }) = events.next().await {
+                    break;
+                }
+            }
+            samples.push(t0.elapsed());
+            set.await??;
+            received.fetch_add(1, Ordering::Relaxed);
+        }
+        samples.sort();
+        let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+        println!(
+            "latency set -> watcher event ({} samples): p50 {:?}, p99 {:?}, max {:?}",
+            samples.len(),
+            pct(0.5),
+            pct(0.99),
+            samples[samples.len() - 1]
+        );
+    }
+
+    // 4. Snapshots of 100k and 1M keys.
+    let loader = Socket::new(SocketType::Pub);
+    loader.set_sndhwm(0);
+    loader.connect(&addr.collector()).await?;
+    let watcher = Client::start(options(&addr, "/lat/"))?;
+    watcher.synced().await?;
+    // Prove the loader's connection live with a first update, then bulk-load.
+    let mut events = watcher.events();
+    loop {
+        loader.send(KvMsg::new("/lat/probe", "1").to_message()).await?;
+        if let Ok(Some(Event::Set { .. })) = tokio::time::timeout(Duration::from_millis(100), events.next()).await {
+            break;
+        }
+    }
+    let mut loaded = 0;
+    for size in [100_000, args.keys] {
+        if size < loaded {
+            continue;
+        }
+        let t0 = Instant::now();
+        for i in loaded..size {
+            loader.send(KvMsg::new(key(i), value.clone()).to_message()).await?;
+            if i % 1000 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let before = server.len();
+        while server.len() < before + (size - loaded) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!(
+            "loaded {} more keys through the collector in {:?} ({:.0} updates/s, single raw publisher)",
+            size - loaded,
+            t0.elapsed(),
+            (size - loaded) as f64 / t0.elapsed().as_secs_f64()
+        );
+        loaded = size;
+
+        // Raw transfer: ICANHAZ? to KTHXBAI on a bare DEALER.
+        let dealer = Socket::new(SocketType::Dealer);
+        dealer.set_rcvhwm(100_000);
+        dealer.connect(&addr.snapshot()).await?;
+        let t0 = Instant::now();
+        dealer.send(IcanHaz { subtree: "/k/".parse::<Subtree>()? }.to_message()).await?;
+        let mut n = 0usize;
+        loop {
+            match SnapshotReply::parse(dealer.recv().await?.frames())? {
+                SnapshotReply::KvSync(_) => n += 1,
+                SnapshotReply::KthxBai(_) => break,
+            }
+        }
+        let raw = t0.elapsed();
+        // A client's full sync: connect, prove the subscription, snapshot, build its replica.
+        let t0 = Instant::now();
+        let c = Client::start(options(&addr, "/k/"))?;
+        c.synced().await?;
+        let full = t0.elapsed();
+        assert_eq!(c.len(), size);
+        println!(
+            "snapshot of {n} keys ({} B values): raw ICANHAZ?->KTHXBAI {raw:?} ({:.0} keys/s); client connect+sync {full:?}",
+            args.value,
+            n as f64 / raw.as_secs_f64()
+        );
+        c.close().await;
+        dealer.close().await;
+    }
+    println!("server stats: {:?}", server.stats());
+    server.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,466 @@
+//! The client agent: owns the sockets and runs the synchronisation state machine.
+//!
+//! One *attempt* talks to one server with fresh SUB and DEALER sockets and goes through three
+//! phases — proving the subscription live, syncing, active — until it ends: the server is lost
+//! (silence, dropped connection, sequence regression), a re-sync is needed (gap), the client fails
+//! (gap under [`GapPolicy::Fail`]) or closes. After a loss the next attempt goes to the next server
+//! in the list: the list-and-cursor design is what a failover pair (Binary Star) plugs into. The
+//! single PUB socket for KVSETs stays connected to every server's collector, as 12/CHP's reliable
+//! mode wants (every server hears every update).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::Instant;
+use uuid::Uuid;
+use zmtp::{Message, Monitor, MonitorEvent, Socket, SocketType};
+
+use super::replica::Outcome;
+use super::{ClientError, ClientOptions, Command, Event, GapPolicy, Shared, Status};
+use crate::address::ServerAddress;
+use crate::command::{HUGZ, IcanHaz, SnapshotReply, Update};
+use crate::kvmsg::KvMsg;
+
+/// Messages handled per wakeup of the subscriber branch.
+const BATCH: usize = 256;
+/// How long closing waits for queued KVSETs to go out.
+const PUBLISHER_LINGER: Duration = Duration::from_secs(1);
+
+/// Why an attempt ended.
+enum End {
+    Closed,
+    /// Move on to the next server.
+    Lost(String),
+    /// Start over with the same server.
+    Resync(String),
+    /// Stop for good.
+    Failed(String),
+}
+
+enum Phase {
+    /// Subscribed; waiting for the first message to prove the subscription live.
+    Proving,
+    /// ICANHAZ? sent: collecting KVSYNCs, queueing KVPUBs.
+    Syncing { entries: BTreeMap<Bytes, Bytes>, queued: Vec<KvMsg> },
+    /// Applying KVPUBs.
+    Active,
+}
+
+struct PendingSet {
+    msg: KvMsg,
+    reply: oneshot::Sender<Result<Option<u64>, ClientError>>,
+    sent: Option<Instant>,
+    deadline: Instant,
+}
+
+pub(super) struct Agent {
+    options: ClientOptions,
+    shared: Arc<Shared>,
+    events: broadcast::Sender<Event>,
+    status: watch::Sender<Status>,
+    commands: mpsc::Receiver<Command>,
+    commands_open: bool,
+    close: watch::Receiver<bool>,
+    publisher: Socket,
+    pub_events: Monitor,
+    pub_events_open: bool,
+    /// Collector endpoints our PUB has a live connection to.
+    collectors_up: HashSet<String>,
+    pending: HashMap<Uuid, PendingSet>,
+    next_set_check: Option<Instant>,
+    /// Index of the server in use.
+    current: usize,
+}
+
+impl Agent {
+    pub(super) fn new(
+        options: ClientOptions,
+        shared: Arc<Shared>,
+        events: broadcast::Sender<Event>,
+        status: watch::Sender<Status>,
+        commands: mpsc::Receiver<Command>,
+        close: watch::Receiver<bool>,
+    ) -> Agent {
+        let publisher = Socket::new(SocketType::Pub);
+        publisher.set_linger(Some(PUBLISHER_LINGER));
+        publisher.set_sndhwm(options.queue_limit);
+        let pub_events = publisher.monitor();
+        Agent {
+            options,
+            shared,
+            events,
+            status,
+            commands,
+            commands_open: true,
+            close,
+            publisher,
+            pub_events,
+            pub_events_open: true,
+            collectors_up: HashSet::new(),
+            pending: HashMap::new(),
+            next_set_check: None,
+            current: 0,
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        for server in &self.options.servers {
+            if let Err(e) = self.publisher.connect(&server.collector()).await {
+                tracing::error!(server = %server, error = %e, "cannot connect to collector");
+            }
+        }
+        let failure = loop {
+            let server = self.options.servers[self.current].clone();
+            match self.attempt(&server).await {
+                End::Closed => break None,
+                End::Lost(reason) => {
+                    tracing::warn!(server = %server, "server lost: {reason}");
+                    self.emit(Event::ServerLost { server, reason });
+                    self.current = (self.current + 1) % self.options.servers.len();
+                }
+                End::Resync(reason) => tracing::info!(server = %server, "re-syncing: {reason}"),
+                End::Failed(reason) => {
+                    tracing::error!(server = %server, "client failed: {reason}");
+                    break Some(reason);
+                }
+            }
+        };
+        let error = match &failure {
+            Some(why) => ClientError::Failed(why.clone()),
+            None => ClientError::Closed,
+        };
+        for (_, p) in self.pending.drain() {
+            let _ = p.reply.send(Err(error.clone()));
+        }
+        self.status.send_replace(match failure {
+            Some(why) => Status::Failed(why),
+            None => Status::Closed,
+        });
+        self.publisher.close().await;
+    }
+
+    fn emit(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    fn collector_ready(&self, server: &ServerAddress) -> bool {
+        self.collectors_up.contains(&server.collector())
+    }
+
+    /// One attempt with `server`: prove, sync, apply, until something ends it.
+    async fn attempt(&mut self, server: &ServerAddress) -> End {
+        let subtree = self.options.subtree.clone();
+        let ttl = self.options.server_ttl;
+        let sub = Socket::new(SocketType::Sub);
+        let dealer = Socket::new(SocketType::Dealer);
+        for s in [&sub, &dealer] {
+            s.set_linger(Some(Duration::ZERO));
+            s.set_rcvhwm(self.options.queue_limit);
+        }
+        let mut sub_events = sub.monitor();
+        let mut sub_events_open = true;
+        sub.subscribe(subtree.as_bytes()).expect("SUB socket");
+        // A subtree client also needs HUGZ; that subscription is added once connected, so it travels
+        // after the subtree's: the first HUGZ then proves both are live at the server.
+        let mut hugz_subscribed = subtree.is_all();
+        if let Err(e) = sub.connect(&server.publisher()).await {
+            return End::Lost(format!("cannot connect to {}: {e}", server.publisher()));
+        }
+        if let Err(e) = dealer.connect(&server.snapshot()).await {
+            return End::Lost(format!("cannot connect to {}: {e}", server.snapshot()));
+        }
+        self.status.send_replace(Status::Connecting(server.clone()));
+        tracing::debug!(server = %server, subtree = %subtree, "connecting");
+        let mut phase = Phase::Proving;
+        let mut expiry = Instant::now() + ttl;
+        let far = Duration::from_secs(3600);
+        let end = loop {
+            let set_check = self.next_set_check;
+            let active = matches!(phase, Phase::Active);
+            let syncing = matches!(phase, Phase::Syncing { .. });
+            tokio::select! {
+                _ = self.close.changed() => break End::Closed,
+                cmd = self.commands.recv(), if self.commands_open => match cmd {
+                    Some(Command::Set { msg, reply }) => self.add_set(msg, reply, active, server),
+                    None => self.commands_open = false,
+                },
+                msg = sub.recv() => {
+                    let Ok(msg) = msg else { break End::Lost("subscriber socket closed".into()) };
+                    expiry = Instant::now() + ttl;
+                    let mut next = Some(msg);
+                    let mut handled = 0;
+                    let mut ended = None;
+                    while let Some(msg) = next.take() {
+                        if let Some(end) = self.on_update(msg, &mut phase, &dealer, server, expiry).await {
+                            ended = Some(end);
+                            break;
+                        }
+                        handled += 1;
+                        if handled < BATCH {
+                            next = sub.try_recv().ok();
+                        }
+                    }
+                    if let Some(end) = ended {
+                        break end;
+                    }
+                }
+                msg = dealer.recv(), if syncing => {
+                    let Ok(msg) = msg else { break End::Lost("snapshot socket closed".into()) };
+                    expiry = Instant::now() + ttl;
+                    if let Some(end) = self.on_snapshot(msg, &mut phase, server) {
+                        break end;
+                    }
+                }
+                event = sub_events.next_event(), if sub_events_open => match event {
+                    Some(MonitorEvent::HandshakeSucceeded { .. }) if !hugz_subscribed => {
+                        sub.subscribe(HUGZ).expect("SUB socket");
+                        hugz_subscribed = true;
+                    }
+                    Some(MonitorEvent::Disconnected { error, .. }) => {
+                        break End::Lost(format!("connection to {} dropped: {error}", server.publisher()));
+                    }
+                    Some(_) => {}
+                    None => sub_events_open = false,
+                },
+                event = self.pub_events.next_event(), if self.pub_events_open => match event {
+                    Some(MonitorEvent::HandshakeSucceeded { endpoint, .. }) => {
+                        self.collectors_up.insert(endpoint);
+                        if active {
+                            self.flush_sets(server);
+                        }
+                    }
+                    Some(MonitorEvent::Disconnected { endpoint, .. }) => {
+                        self.collectors_up.remove(&endpoint);
+                    }
+                    Some(_) => {}
+                    None => self.pub_events_open = false,
+                },
+                _ = tokio::time::sleep_until(expiry) => {
+                    break End::Lost(format!("nothing received for {ttl:?} (no HUGZ)"));
+                }
+                _ = tokio::time::sleep_until(set_check.unwrap_or_else(|| Instant::now() + far)), if set_check.is_some() => {
+                    self.check_sets(active, server);
+                }
+            }
+        };
+        sub.close().await;
+        dealer.close().await;
+        end
+    }
+
+    /// A message on the subscriber socket.
+    async fn on_update(
+        &mut self,
+        msg: Message,
+        phase: &mut Phase,
+        dealer: &Socket,
+        server: &ServerAddress,
+        expiry: Instant,
+    ) -> Option<End> {
+        let update = match Update::parse(msg.frames()) {
+            Ok(u) => Some(u),
+            Err(e) => {
+                tracing::warn!(server = %server, error = %e, "dropped bad message from publisher");
+                None
+            }
+        };
+        match phase {
+            Phase::Proving => {
+                // Anything at all proves the subscription live: ask for the snapshot now.
+                let mut queued = Vec::new();
+                if let Some(Update::KvPub(m)) = update {
+                    queued.push(m);
+                }
+                let request = IcanHaz { subtree: self.options.subtree.clone() }.to_message();
+                match tokio::time::timeout_at(expiry, dealer.send(request)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Some(End::Lost(format!("cannot send ICANHAZ?: {e}"))),
+                    Err(_) => return Some(End::Lost("snapshot port not reachable".into())),
+                }
+                tracing::debug!(server = %server, "subscription live; ICANHAZ? sent");
+                *phase = Phase::Syncing { entries: BTreeMap::new(), queued };
+                self.status.send_replace(Status::Syncing(server.clone()));
+                None
+            }
+            Phase::Syncing { queued, .. } => {
+                if let Some(Update::KvPub(m)) = update {
+                    queued.push(m);
+                }
+                None
+            }
+            Phase::Active => match update {
+                Some(Update::KvPub(m)) => self.apply(m),
+                _ => None,
+            },
+        }
+    }
+
+    /// A message on the snapshot socket (only read while syncing).
+    fn on_snapshot(&mut self, msg: Message, phase: &mut Phase, server: &ServerAddress) -> Option<End> {
+        let reply = match SnapshotReply::parse(msg.frames()) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(server = %server, error = %e, "dropped bad snapshot message");
+                return None;
+            }
+        };
+        let Phase::Syncing { entries, .. } = phase else { return None };
+        match reply {
+            SnapshotReply::KvSync(kv) => {
+                if !self.options.subtree.contains(&kv.key) {
+                    tracing::warn!(server = %server, key = %kv.key.escape_ascii(), "dropped KVSYNC outside our subtree");
+                } else if kv.value.is_empty() {
+                    entries.remove(&kv.key);
+                } else {
+                    entries.insert(Bytes::copy_from_slice(&kv.key), Bytes::copy_from_slice(&kv.value));
+                }
+                None
+            }
+            SnapshotReply::KthxBai(end) => {
+                let Phase::Syncing { entries, queued } = std::mem::replace(phase, Phase::Active) else {
+                    unreachable!("checked above")
+                };
+                let keys = entries.len();
+                {
+                    let mut replica = self.shared.replica_mut();
+                    let mut changes = Vec::new();
+                    replica.load(entries, end.sequence, &mut changes);
+                    for change in changes {
+                        self.emit(change);
+                    }
+                    self.emit(Event::Synced { server: server.clone(), sequence: end.sequence, keys });
+                }
+                tracing::info!(server = %server, sequence = end.sequence, keys, queued = queued.len(), "synced");
+                for m in queued {
+                    if let Some(end) = self.apply(m) {
+                        return Some(end);
+                    }
+                }
+                self.status.send_replace(Status::Active(server.clone()));
+                self.flush_sets(server);
+                None
+            }
+        }
+    }
+
+    /// Applies a KVPUB to the replica, emitting its event and confirming a matching pending set.
+    fn apply(&mut self, msg: KvMsg) -> Option<End> {
+        let (uuid, sequence) = (msg.uuid, msg.sequence);
+        let check_gaps = self.options.subtree.is_all();
+        let outcome = {
+            let mut replica = self.shared.replica_mut();
+            let outcome = replica.apply(msg, &self.options.subtree, check_gaps);
+            if let Outcome::Applied(event) = &outcome {
+                // Sent under the lock, so `Client::watch` gets an exact cut.
+                self.emit(event.clone());
+            }
+            outcome
+        };
+        // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
+        if let Some(p) = uuid.and_then(|u| self.pending.remove(&u)) {
+            let _ = p.reply.send(Ok(Some(sequence)));
+        }
+        match outcome {
+            Outcome::Applied(_) | Outcome::Stale | Outcome::OutsideSubtree => None,
+            Outcome::Gap { expected, got } => {
+                self.emit(Event::Gap { expected, got });
+                let why = format!("sequence gap: expected {expected}, got {got} (updates lost)");
+                Some(match self.options.gap_policy {
+                    GapPolicy::Resync => End::Resync(why),
+                    GapPolicy::Fail => End::Failed(why),
+                })
+            }
+            Outcome::Regression { last, got } => {
+                Some(End::Lost(format!("sequence went back from {last} to {got} (server restarted?)")))
+            }
+        }
+    }
+
+    fn schedule_set_check(&mut self, at: Instant) {
+        self.next_set_check = Some(self.next_set_check.map_or(at, |t| t.min(at)));
+    }
+
+    fn add_set(
+        &mut self,
+        msg: KvMsg,
+        reply: oneshot::Sender<Result<Option<u64>, ClientError>>,
+        active: bool,
+        server: &ServerAddress,
+    ) {
+        let uuid = msg.uuid.expect("client sets carry a UUID");
+        let deadline = Instant::now() + self.options.set_timeout;
+        self.pending.insert(uuid, PendingSet { msg, reply, sent: None, deadline });
+        self.schedule_set_check(deadline);
+        if active && self.collector_ready(server) {
+            self.send_set(uuid, Instant::now());
+        }
+    }
+
+    /// Sends (or resends) a pending KVSET. One outside our subtree is never echoed to us: it is
+    /// sent once and reported unconfirmed.
+    fn send_set(&mut self, uuid: Uuid, now: Instant) {
+        let Some(p) = self.pending.get_mut(&uuid) else { return };
+        if p.sent.is_some() {
+            tracing::debug!(key = %p.msg.key.escape_ascii(), "no echo yet: retransmitting KVSET");
+        }
+        // PUB never blocks (it drops at the HWM); the retransmit covers a drop.
+        let _ = self.publisher.try_send(p.msg.to_message());
+        p.sent = Some(now);
+        if !self.options.subtree.contains(&p.msg.key) {
+            let p = self.pending.remove(&uuid).expect("present");
+            let _ = p.reply.send(Ok(None));
+        } else {
+            self.schedule_set_check(now + self.options.set_retry);
+        }
+    }
+
+    /// Sends every pending KVSET not sent yet or due for a retransmit (once in sync with a server
+    /// whose collector we are connected to).
+    fn flush_sets(&mut self, server: &ServerAddress) {
+        if !self.collector_ready(server) {
+            return;
+        }
+        let (now, retry) = (Instant::now(), self.options.set_retry);
+        let due: Vec<Uuid> =
+            self.pending.iter().filter(|(_, p)| p.sent.is_none_or(|t| t + retry <= now)).map(|(u, _)| *u).collect();
+        for uuid in due {
+            self.send_set(uuid, now);
+        }
+    }
+
+    /// Fails timed-out sets, retransmits unconfirmed ones, and schedules the next check.
+    fn check_sets(&mut self, active: bool, server: &ServerAddress) {
+        let now = Instant::now();
+        self.next_set_check = None;
+        let timeout = self.options.set_timeout;
+        self.pending.retain(|_, p| {
+            if p.deadline > now {
+                return true;
+            }
+            let key = String::from_utf8_lossy(&p.msg.key).into_owned();
+            let (tx, _) = oneshot::channel();
+            let reply = std::mem::replace(&mut p.reply, tx);
+            let _ = reply.send(Err(ClientError::SetTimeout { key, timeout }));
+            false
+        });
+        if active {
+            self.flush_sets(server);
+        }
+        // Next: a retransmit still ahead, else the deadline (an unsent set waits for `flush_sets`).
+        let retry = self.options.set_retry;
+        let next = self
+            .pending
+            .values()
+            .map(|p| match p.sent {
+                Some(t) if t + retry > now => (t + retry).min(p.deadline),
+                _ => p.deadline,
+            })
+            .min();
+        if let Some(at) = next {
+            self.schedule_set_check(at);
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! The CHP client: a [`Client`] handle backed by an agent task that keeps a replica of the server's
+//! map (or of one subtree of it) in sync.
+//!
+//! The agent does the spec's state synchronisation, with the reference's known holes closed:
+//!
+//! 1. It subscribes first (SUB to P+1: the subtree, then — once connected — `HUGZ`) and waits until a
+//!    message arrives, which proves the subscription is live at the server (zguide issue #818:
+//!    otherwise updates published between the snapshot and the subscription are lost).
+//! 2. It sends ICANHAZ? (DEALER to P), stores the KVSYNCs, and queues the KVPUBs that keep arriving.
+//! 3. On KTHXBAI it replaces its map with the snapshot, applies the queued updates whose sequence is
+//!    above the KTHXBAI's, and from then on every KVPUB with a higher sequence.
+//! 4. A skipped sequence (whole-map clients only; a subtree client sees only some sequences) means
+//!    updates were lost: per [`GapPolicy`] it re-syncs or fails. A sequence going backwards means a
+//!    restarted server: it re-syncs. Silence (no HUGZ) for [`ClientOptions::server_ttl`], or a
+//!    dropped connection, means the server is lost: it starts over with the next server in
+//!    [`ClientOptions::servers`] (with fresh sockets, so nothing stale from the old one arrives).
+//!
+//! Every KVSET carries a fresh UUID. [`Client::set`] waits until the server has republished the
+//! update (matched by UUID), retransmitting the same KVSET if no echo arrives, so a returned `set`
+//! is in the map; keys outside the client's subtree cannot be echoed and are sent once.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use chp::{Client, Event, server::{Server, ServerConfig}};
+//!
+//! let server = Server::bind(ServerConfig { bind: "127.0.0.1".into(), ..ServerConfig::default() }).await?;
+//! let client = Client::connect(&server.address().to_string())?;
+//! client.synced().await?;
+//! let mut events = client.events();
+//! let sequence = client.set("/config/color", "blue", None).await?;
+//! assert_eq!(sequence, Some(1));
+//! assert_eq!(client.get("/config/color").as_deref(), Some(&b"blue"[..]));
+//! assert_eq!(
+//!     events.next().await,
+//!     Some(Event::Set { key: "/config/color".into(), value: "blue".into(), sequence: 1 })
+//! );
+//! client.delete("/config/color").await?;
+//! assert!(client.get("/config/color").is_none());
+//! # Ok(()) }
+//! ```
+
+mod agent;
+mod replica;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::Stream;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use self::replica::Replica;
+use crate::address::{AddressError, ServerAddress};
+use crate::command::{Subtree, is_reserved_key};
+use crate::kvmsg::{KvMsg, check_key};
+
+/// What to do when a whole-map client detects a skipped sequence (lost updates).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GapPolicy {
+    /// Report [`Event::Gap`] and re-sync from a fresh snapshot (default).
+    #[default]
+    Resync,
+    /// Report [`Event::Gap`] and stop: [`Status::Failed`], every later call fails.
+    Fail,
+}
+
+/// Client settings. [`ClientOptions::new`] gives the defaults for one server.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Servers to use, in order; on server loss the agent moves to the next (wrapping around).
+    pub servers: Vec<ServerAddress>,
+    /// The part of the map to replicate (and to subscribe to). Default: all of it.
+    pub subtree: Subtree,
+    /// A server silent for this long (no HUGZ, no update) is considered lost. Must exceed the
+    /// server's HUGZ interval. Default 5 s.
+    pub server_ttl: Duration,
+    /// Reaction to a sequence gap. Default [`GapPolicy::Resync`].
+    pub gap_policy: GapPolicy,
+    /// Retransmit a KVSET whose echo has not arrived after this long. Default 1 s.
+    pub set_retry: Duration,
+    /// [`Client::set`] fails with [`ClientError::SetTimeout`] after this long. Default 10 s.
+    pub set_timeout: Duration,
+    /// Events buffered per [`Events`] receiver before it lags. Default 65 536.
+    pub event_capacity: usize,
+    /// Socket queue limit (subscriber receive, publisher send), in messages. Default 100 000.
+    pub queue_limit: usize,
+}
+
+impl ClientOptions {
+    /// Defaults for one server at `tcp://host:P`.
+    pub fn new(server: &str) -> Result<ClientOptions, AddressError> {
+        Ok(ClientOptions::for_servers(vec![server.parse()?]))
+    }
+
+    /// Defaults for a list of servers.
+    pub fn for_servers(servers: Vec<ServerAddress>) -> ClientOptions {
+        ClientOptions {
+            servers,
+            subtree: Subtree::all(),
+            server_ttl: Duration::from_secs(5),
+            gap_policy: GapPolicy::Resync,
+            set_retry: Duration::from_secs(1),
+            set_timeout: Duration::from_secs(10),
+            event_capacity: 1 << 16,
+            queue_limit: 100_000,
+        }
+    }
+
+    /// Sets the subtree.
+    pub fn subtree(mut self, subtree: Subtree) -> Self {
+        self.subtree = subtree;
+        self
+    }
+
+    /// Sets the server ttl.
+    pub fn server_ttl(mut self, ttl: Duration) -> Self {
+        self.server_ttl = ttl;
+        self
+    }
+
+    /// Sets the gap policy.
+    pub fn gap_policy(mut self, policy: GapPolicy) -> Self {
+        self.gap_policy = policy;
+        self
+    }
+
+    /// Sets the KVSET retransmit interval and the `set` timeout.
+    pub fn set_timing(mut self, retry: Duration, timeout: Duration) -> Self {
+        self.set_retry = retry;
+        self.set_timeout = timeout;
+        self
+    }
+}
+
+/// Errors from the client.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// No server address given.
+    #[error("no server to connect to")]
+    NoServers,
+    /// A bad server address.
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    /// The key cannot be set (empty, too long, or reserved).
+    #[error("invalid key {key:?}: {reason}")]
+    InvalidKey {
+        /// The key (lossy UTF-8).
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The server did not republish the update within [`ClientOptions::set_timeout`].
+    #[error("no confirmation from the server for {key:?} within {timeout:?}")]
+    SetTimeout {
+        /// The key (lossy UTF-8).
+        key: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The client failed (see [`GapPolicy::Fail`]).
+    #[error("client failed: {0}")]
+    Failed(String),
+    /// The client was closed.
+    #[error("client closed")]
+    Closed,
+}
+
+/// A change seen by the client, in the order it was applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `key` now has `value`. `sequence` is the KVPUB's, or the snapshot's for a change found by a
+    /// (re)synchronisation.
+    Set {
+        /// The key.
+        key: Bytes,
+        /// The new value.
+        value: Bytes,
+        /// Sequence.
+        sequence: u64,
+    },
+    /// `key` was deleted (by a client, by its ttl, or — at a re-sync — absent from the snapshot).
+    Deleted {
+        /// The key.
+        key: Bytes,
+        /// Sequence.
+        sequence: u64,
+    },
+    /// A (re)synchronisation finished: the map equals the server's as of `sequence`.
+    Synced {
+        /// The server.
+        server: ServerAddress,
+        /// KTHXBAI's sequence.
+        sequence: u64,
+        /// Keys in the map.
+        keys: usize,
+    },
+    /// The server was lost (silent, disconnected, or inconsistent); the agent starts over.
+    ServerLost {
+        /// The server.
+        server: ServerAddress,
+        /// Why.
+        reason: String,
+    },
+    /// Updates were lost: the sequence jumped from `expected - 1` to `got`.
+    Gap {
+        /// The sequence that should have come.
+        expected: u64,
+        /// The sequence that came.
+        got: u64,
+    },
+    /// This receiver fell behind and `missed` events were dropped for it (never sent by the agent).
+    Lagged {
+        /// How many.
+        missed: u64,
+    },
+}
+
+/// Where the agent is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Connecting to `server` and proving the subscription live.
+    Connecting(ServerAddress),
+    /// Receiving a snapshot from `server`.
+    Syncing(ServerAddress),
+    /// In sync with `server`, applying its updates.
+    Active(ServerAddress),
+    /// Stopped after an unrecoverable error.
+    Failed(String),
+    /// Closed.
+    Closed,
+}
+
+/// A copy of the replica.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Sequence of the last update applied (or of the snapshot, if none since).
+    pub sequence: u64,
+    /// Key → value.
+    pub map: BTreeMap<Bytes, Bytes>,
+}
+
+/// A receiver of [`Event`]s. Each receiver gets every event from its creation on; one that falls
+/// [`ClientOptions::event_capacity`] events behind receives [`Event::Lagged`].
+pub struct Events {
+    rx: broadcast::Receiver<Event>,
+}
+
+impl Events {
+    /// The next event; `None` once the client has closed and every event was read.
+    pub async fn next(&mut self) -> Option<Event> {
+        match self.rx.recv().await {
+            Ok(e) => Some(e),
+            Err(broadcast::error::RecvError::Lagged(missed)) => Some(Event::Lagged { missed }),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+
+    /// The next event if one is ready.
+    pub fn try_next(&mut self) -> Option<Event> {
+        match self.rx.try_recv() {
+            Ok(e) => Some(e),
+            Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(Event::Lagged { missed }),
+            Err(_) => None,
+        }
+    }
+
+    /// As a `Stream`.
+    pub fn into_stream(self) -> impl Stream<Item = Event> + Send + 'static {
+        futures::stream::unfold(self, |mut events| async move { events.next().await.map(|e| (e, events)) })
+    }
+}
+
+/// State shared by the handle and the agent.
+struct Shared {
+    replica: RwLock<Replica>,
+    /// Never read: kept to make new receivers.
+    events: Mutex<broadcast::Receiver<Event>>,
+}
+
+impl Shared {
+    fn replica(&self) -> std::sync::RwLockReadGuard<'_, Replica> {
+        self.replica.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn replica_mut(&self) -> std::sync::RwLockWriteGuard<'_, Replica> {
+        self.replica.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn subscribe(&self) -> Events {
+        Events { rx: self.events.lock().unwrap_or_else(|e| e.into_inner()).resubscribe() }
+    }
+}
+
+enum Command {
+    Set { msg: KvMsg, reply: oneshot::Sender<Result<Option<u64>, ClientError>> },
+}
+
+/// A CHP client (see the [module docs](self)). Cheap to clone; the agent stops when the last clone
+/// is dropped or [`close`](Client::close)d.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    commands: mpsc::Sender<Command>,
+    status: watch::Receiver<Status>,
+    subtree: Subtree,
+    /// Set to true (or dropped) to stop the agent.
+    close: watch::Sender<bool>,
+    agent: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Client {
+    /// Starts a client of the whole map of the server at `tcp://host:P`, with default options.
+    /// Returns at once; see [`synced`](Self::synced).
+    pub fn connect(server: &str) -> Result<Client, ClientError> {
+        Client::start(ClientOptions::new(server)?)
+    }
+
+    /// Starts a client with `options`. Must be called inside a tokio runtime.
+    pub fn start(options: ClientOptions) -> Result<Client, ClientError> {
+        if options.servers.is_empty() {
+            return Err(ClientError::NoServers);
+        }
+        let (events_tx, events_rx) = broadcast::channel(options.event_capacity.max(16));
+        let shared = Arc::new(Shared { replica: RwLock::default(), events: Mutex::new(events_rx) });
+        let (commands, commands_rx) = mpsc::channel(1024);
+        let (status_tx, status) = watch::channel(Status::Connecting(options.servers[0].clone()));
+        let (close, close_rx) = watch::channel(false);
+        let subtree = options.subtree.clone();
+        let agent = agent::Agent::new(options, shared.clone(), events_tx, status_tx, commands_rx, close_rx);
+        let task = tokio::spawn(agent.run());
+        let agent = Mutex::new(Some(task));
+        Ok(Client { inner: Arc::new(Inner { shared, commands, status, subtree, close, agent }) })
+    }
+
+    /// The replicated subtree.
+    pub fn subtree(&self) -> &Subtree {
+        &self.inner.subtree
+    }
+
+    /// Current status.
+    pub fn status(&self) -> Status {
+        self.inner.status.borrow().clone()
+    }
+
+    /// Waits until the replica is in sync with a server; returns the sequence then.
+    pub async fn synced(&self) -> Result<u64, ClientError> {
+        let mut status = self.inner.status.clone();
+        let s = status
+            .wait_for(|s| matches!(s, Status::Active(_) | Status::Failed(_) | Status::Closed))
+            .await
+            .map_err(|_| ClientError::Closed)?
+            .clone();
+        match s {
+            Status::Active(_) => Ok(self.sequence()),
+            Status::Failed(why) => Err(ClientError::Failed(why)),
+            _ => Err(ClientError::Closed),
+        }
+    }
+
+    /// A stream of status changes.
+    pub fn status_watch(&self) -> watch::Receiver<Status> {
+        self.inner.status.clone()
+    }
+
+    /// The replica's value of `key` (as last received; see [`status`](Self::status)).
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Option<Bytes> {
+        self.inner.shared.replica().map.get(key.as_ref()).cloned()
+    }
+
+    /// Number of keys in the replica.
+    pub fn len(&self) -> usize {
+        self.inner.shared.replica().map.len()
+    }
+
+    /// True when the replica is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sequence of the last update applied.
+    pub fn sequence(&self) -> u64 {
+        self.inner.shared.replica().sequence
+    }
+
+    /// A copy of the replica.
+    pub fn snapshot(&self) -> Snapshot {
+        let r = self.inner.shared.replica();
+        Snapshot { sequence: r.sequence, map: r.map.clone() }
+    }
+
+    /// Events from now on.
+    pub fn events(&self) -> Events {
+        self.inner.shared.subscribe()
+    }
+
+    /// A copy of the replica and the events after it, taken atomically: applying the events in
+    /// order to the snapshot tracks the replica exactly.
+    pub fn watch(&self) -> (Snapshot, Events) {
+        let r = self.inner.shared.replica();
+        let events = self.inner.shared.subscribe();
+        (Snapshot { sequence: r.sequence, map: r.map.clone() }, events)
+    }
+
+    /// Sets `key` to `value` (an empty value deletes), with an optional time to live. Waits until
+    /// the server has republished it and returns its sequence — or `None` for a key outside this
+    /// client's subtree, which cannot be confirmed and is sent once. Sets are held until the agent
+    /// is in sync with a server, and fail after [`ClientOptions::set_timeout`].
+    pub async fn set(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        ttl: Option<Duration>,
+    ) -> Result<Option<u64>, ClientError> {
+        let mut msg = KvMsg::new(key, value);
+        check_settable(&msg.key)?;
+        msg.uuid = Some(uuid::Uuid::new_v4());
+        if let Some(ttl) = ttl.filter(|t| !t.is_zero()) {
+            msg.properties.insert("ttl", format_ttl(ttl)).expect("ttl encodes");
+        }
+        let (reply, rx) = oneshot::channel();
+        self.inner.commands.send(Command::Set { msg, reply }).await.map_err(|_| self.stopped())?;
+        rx.await.map_err(|_| self.stopped())?
+    }
+
+    /// Deletes `key` (a set with an empty value).
+    pub async fn delete(&self, key: impl Into<Bytes>) -> Result<Option<u64>, ClientError> {
+        self.set(key, Bytes::new(), None).await
+    }
+
+    fn stopped(&self) -> ClientError {
+        match self.status() {
+            Status::Failed(why) => ClientError::Failed(why),
+            _ => ClientError::Closed,
+        }
+    }
+
+    /// Stops the agent (pending sets fail with [`ClientError::Closed`]) and waits for it, after
+    /// flushing KVSETs already sent (up to 1 s).
+    pub async fn close(self) {
+        let _ = self.inner.close.send(true);
+        let task = self.inner.agent.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+}
+
+fn check_settable(key: &[u8]) -> Result<(), ClientError> {
+    let fail = |reason: String| ClientError::InvalidKey { key: String::from_utf8_lossy(key).into_owned(), reason };
+    check_key(key).map_err(|e| fail(e.to_string()))?;
+    if is_reserved_key(key) {
+        return Err(fail("reserved by the protocol".into()));
+    }
+    Ok(())
+}
+
+/// A ttl as the `ttl` property: whole seconds as an integer, else seconds with millisecond
+/// precision (`1.5`).
+pub fn format_ttl(ttl: Duration) -> String {
+    if ttl.subsec_nanos() == 0 {
+        ttl.as_secs().to_string()
+    } else {
+        let ms = ttl.as_nanos().div_ceil(1_000_000);
+        let s = format!("{}.{:03}", ms / 1000, ms % 1000);
+        s.trim_end_matches('0').to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_formatting() {
+        assert_eq!(format_ttl(Duration::from_secs(30)), "30");
+        assert_eq!(format_ttl(Duration::from_millis(1500)), "1.5");
+        assert_eq!(format_ttl(Duration::from_millis(250)), "0.25");
+        assert_eq!(format_ttl(Duration::from_micros(1)), "0.001");
+    }
+
+    #[test]
+    fn settable_keys() {
+        assert!(check_settable(b"/a").is_ok());
+        assert!(check_settable(b"").is_err());
+        assert!(check_settable(b"HUGZ").is_err());
+        assert!(check_settable(b"KTHXBAI").is_err());
+        assert!(check_settable(&vec![b'x'; crate::kvmsg::MAX_KEY_LEN + 1]).is_err());
+    }
+}

@@ -1,0 +1,149 @@
+//! The client's copy of the map and the sequence rules that keep it equal to the server's.
+//! Pure logic (no sockets), so every rule is unit-tested directly.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::Event;
+use crate::command::Subtree;
+use crate::kvmsg::KvMsg;
+
+/// The replica: map, and the sequence of the last KTHXBAI or KVPUB applied.
+#[derive(Debug, Default)]
+pub(crate) struct Replica {
+    pub map: BTreeMap<Bytes, Bytes>,
+    pub sequence: u64,
+    /// A KVPUB newer than the snapshot has been applied since the last snapshot.
+    beyond_snapshot: bool,
+}
+
+/// What [`Replica::apply`] did with a KVPUB.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Applied; the change.
+    Applied(Event),
+    /// Sequence ≤ the snapshot's: already in the snapshot, discarded.
+    Stale,
+    /// Key outside our subtree (the HUGZ subscription also matches keys such as `HUGZ…`): ignored.
+    OutsideSubtree,
+    /// A sequence was skipped: updates were lost (publisher queue overflow). Not applied.
+    Gap { expected: u64, got: u64 },
+    /// The sequence went backwards after updates newer than the snapshot: a different (restarted)
+    /// server. Not applied.
+    Regression { last: u64, got: u64 },
+}
+
+impl Replica {
+    /// Replaces the map with a snapshot taken at `sequence`, appending to `events` the changes from
+    /// the old map to the new one (so an event consumer's view stays exact across re-syncs).
+    pub fn load(&mut self, snapshot: BTreeMap<Bytes, Bytes>, sequence: u64, events: &mut Vec<Event>) {
+        let old = std::mem::replace(&mut self.map, snapshot);
+        for (key, value) in &self.map {
+            if old.get(key) != Some(value) {
+                events.push(Event::Set { key: key.clone(), value: value.clone(), sequence });
+            }
+        }
+        for key in old.keys() {
+            if !self.map.contains_key(key) {
+                events.push(Event::Deleted { key: key.clone(), sequence });
+            }
+        }
+        self.sequence = sequence;
+        self.beyond_snapshot = false;
+    }
+
+    /// Applies a KVPUB under the spec's rule (discard sequences not above the last applied one).
+    /// With `check_gaps` (only meaningful for a whole-map subscription: a subtree client sees only
+    /// some sequences) a skipped sequence is reported instead of applied. The first update after a
+    /// snapshot may skip ahead: 12/CHP lets KTHXBAI carry the highest KVSYNC sequence, which can
+    /// be below the server's current one.
+    pub fn apply(&mut self, msg: KvMsg, subtree: &Subtree, check_gaps: bool) -> Outcome {
+        if !subtree.contains(&msg.key) {
+            return Outcome::OutsideSubtree;
+        }
+        if msg.sequence <= self.sequence {
+            return match self.beyond_snapshot {
+                true => Outcome::Regression { last: self.sequence, got: msg.sequence },
+                false => Outcome::Stale,
+            };
+        }
+        if check_gaps && self.beyond_snapshot && msg.sequence != self.sequence + 1 {
+            return Outcome::Gap { expected: self.sequence + 1, got: msg.sequence };
+        }
+        self.sequence = msg.sequence;
+        self.beyond_snapshot = true;
+        if msg.body.is_empty() {
+            self.map.remove(&msg.key);
+            Outcome::Applied(Event::Deleted { key: msg.key, sequence: msg.sequence })
+        } else {
+            // Copy: a received frame may share (and pin) a large socket read buffer.
+            let (key, value) = (Bytes::copy_from_slice(&msg.key), Bytes::copy_from_slice(&msg.body));
+            self.map.insert(key.clone(), value.clone());
+            Outcome::Applied(Event::Set { key, value, sequence: msg.sequence })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(key: &'static str, value: &'static str, sequence: u64) -> KvMsg {
+        let mut m = KvMsg::new(key, value);
+        m.sequence = sequence;
+        m
+    }
+
+    fn map(pairs: &[(&'static str, &'static str)]) -> BTreeMap<Bytes, Bytes> {
+        pairs.iter().map(|(k, v)| (Bytes::from_static(k.as_bytes()), Bytes::from_static(v.as_bytes()))).collect()
+    }
+
+    #[test]
+    fn discards_updates_at_or_below_the_snapshot() {
+        let mut r = Replica::default();
+        let mut ev = Vec::new();
+        r.load(map(&[("a", "new")]), 6, &mut ev);
+        assert_eq!(ev, vec![Event::Set { key: "a".into(), value: "new".into(), sequence: 6 }]);
+        let all = Subtree::all();
+        assert_eq!(r.apply(kv("a", "old", 5), &all, true), Outcome::Stale);
+        assert_eq!(r.apply(kv("a", "old6", 6), &all, true), Outcome::Stale);
+        assert_eq!(r.map, map(&[("a", "new")]));
+        assert!(matches!(r.apply(kv("a", "", 7), &all, true), Outcome::Applied(Event::Deleted { .. })));
+        assert!(r.map.is_empty());
+        assert_eq!(r.sequence, 7);
+    }
+
+    #[test]
+    fn gaps_and_regressions() {
+        let mut r = Replica::default();
+        r.load(BTreeMap::new(), 10, &mut Vec::new());
+        let all = Subtree::all();
+        // The first update after a snapshot may skip ahead.
+        assert!(matches!(r.apply(kv("a", "1", 12), &all, true), Outcome::Applied(_)));
+        assert_eq!(r.apply(kv("a", "2", 14), &all, true), Outcome::Gap { expected: 13, got: 14 });
+        assert_eq!(r.sequence, 12);
+        assert!(matches!(r.apply(kv("a", "2", 14), &all, false), Outcome::Applied(_)));
+        assert_eq!(r.apply(kv("a", "x", 3), &all, true), Outcome::Regression { last: 14, got: 3 });
+        assert_eq!(r.apply(kv("a", "x", 14), &all, true), Outcome::Regression { last: 14, got: 14 });
+        assert_eq!(r.map, map(&[("a", "2")]));
+    }
+
+    #[test]
+    fn subtree_filter_and_resync_diff() {
+        let mut r = Replica::default();
+        let sub: Subtree = "/a/".parse().unwrap();
+        r.load(map(&[("/a/1", "x"), ("/a/2", "y")]), 3, &mut Vec::new());
+        assert_eq!(r.apply(kv("HUGZx", "1", 4), &sub, false), Outcome::OutsideSubtree);
+        assert_eq!(r.sequence, 3);
+        let mut ev = Vec::new();
+        r.load(map(&[("/a/1", "x"), ("/a/3", "z")]), 9, &mut ev);
+        assert_eq!(
+            ev,
+            vec![
+                Event::Set { key: "/a/3".into(), value: "z".into(), sequence: 9 },
+                Event::Deleted { key: "/a/2".into(), sequence: 9 },
+            ]
+        );
+    }
+}

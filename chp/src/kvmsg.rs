@@ -1,0 +1,341 @@
+//! The key-value message: CHP's one wire format, five frames.
+//!
+//! | Frame | Content |
+//! |---|---|
+//! | 0 | key (a 0MQ string, 1..=[`MAX_KEY_LEN`] bytes) |
+//! | 1 | sequence number, 8 bytes big-endian |
+//! | 2 | UUID, 16 bytes, or empty |
+//! | 3 | properties, zero or more `name=value\n` lines ([`Properties`]) |
+//! | 4 | body (value); empty means "delete" |
+//!
+//! [`KvMsg::parse`] accepts exactly this and nothing else: every malformed message is a typed
+//! [`KvMsgError`], so a receiver can log and drop it without ever panicking.
+//!
+//! ```
+//! use chp::kvmsg::{KvMsg, KvMsgError};
+//!
+//! let mut msg = KvMsg::new("/weather/paris", "21C");
+//! msg.sequence = 7;
+//! msg.properties.insert("ttl", "30").unwrap();
+//! let wire = msg.to_message();
+//! assert_eq!(wire.len(), 5);
+//! assert_eq!(KvMsg::parse(wire.frames()).unwrap(), msg);
+//!
+//! // Four frames is not a kvmsg.
+//! let short = zmtp::Message::from(vec!["key", "12345678", "", ""]);
+//! assert_eq!(KvMsg::parse(short.frames()), Err(KvMsgError::FrameCount(4)));
+//! ```
+
+use std::fmt;
+
+use bytes::Bytes;
+use uuid::Uuid;
+use zmtp::Message;
+
+/// Longest key (and subtree) accepted, in bytes. Longer keys are rejected with
+/// [`KvMsgError::KeyTooLong`]: keys are routing material (PUB/SUB prefix filters, snapshot ranges),
+/// not payload, and a bound keeps a hostile client from growing the server's index without limit.
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// Why a multipart message is not a valid kvmsg.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KvMsgError {
+    /// A kvmsg has exactly five frames.
+    #[error("expected 5 frames, got {0}")]
+    FrameCount(usize),
+    /// Frame 0 is empty.
+    #[error("empty key")]
+    EmptyKey,
+    /// Frame 0 is longer than [`MAX_KEY_LEN`].
+    #[error("key of {0} bytes is longer than the limit of {MAX_KEY_LEN}")]
+    KeyTooLong(usize),
+    /// Frame 1 is not 8 bytes.
+    #[error("sequence frame has {0} bytes, expected 8")]
+    SequenceLength(usize),
+    /// Frame 2 is neither empty nor 16 bytes.
+    #[error("UUID frame has {0} bytes, expected 0 or 16")]
+    UuidLength(usize),
+    /// Frame 3 is not UTF-8.
+    #[error("properties are not UTF-8")]
+    PropertiesNotUtf8,
+    /// A property line has no `=`.
+    #[error("property {0:?} has no '='")]
+    PropertyWithoutEquals(String),
+    /// A property line starts with `=`.
+    #[error("property {0:?} has an empty name")]
+    EmptyPropertyName(String),
+    /// A property name contains `=` or a newline, or a value contains a newline (cannot be encoded).
+    #[error("property {0:?} cannot be encoded (newline in name or value, or '=' in name)")]
+    UnencodableProperty(String),
+}
+
+/// The properties frame: `name=value` pairs, one per line. Setting a name again replaces its value
+/// ("last write wins", also when parsing a frame that repeats a name).
+///
+/// ```
+/// use chp::kvmsg::Properties;
+/// let props = Properties::parse(b"ttl=5\nowner=me\nttl=9\n").unwrap();
+/// assert_eq!(props.get("ttl"), Some("9"));
+/// assert_eq!(props.encode(), "ttl=9\nowner=me\n");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Properties {
+    pairs: Vec<(String, String)>,
+}
+
+impl Properties {
+    /// No properties.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses a properties frame. Empty lines are skipped (the frame normally ends with `\n`).
+    pub fn parse(frame: &[u8]) -> Result<Properties, KvMsgError> {
+        let text = std::str::from_utf8(frame).map_err(|_| KvMsgError::PropertiesNotUtf8)?;
+        let mut props = Properties::new();
+        for line in text.split('\n').filter(|l| !l.is_empty()) {
+            let (name, value) = line.split_once('=').ok_or_else(|| KvMsgError::PropertyWithoutEquals(line.into()))?;
+            if name.is_empty() {
+                return Err(KvMsgError::EmptyPropertyName(line.into()));
+            }
+            props.set(name, value);
+        }
+        Ok(props)
+    }
+
+    /// Sets `name` to `value`, replacing an earlier value. Fails if the pair cannot be encoded.
+    pub fn insert(&mut self, name: impl Into<String>, value: impl Into<String>) -> Result<(), KvMsgError> {
+        let (name, value) = (name.into(), value.into());
+        if name.is_empty() {
+            return Err(KvMsgError::EmptyPropertyName(format!("={value}")));
+        }
+        if name.contains(['=', '\n']) || value.contains('\n') {
+            return Err(KvMsgError::UnencodableProperty(format!("{name}={value}")));
+        }
+        self.set(&name, &value);
+        Ok(())
+    }
+
+    fn set(&mut self, name: &str, value: &str) {
+        match self.pairs.iter_mut().find(|(n, _)| n == name) {
+            Some(pair) => pair.1 = value.to_owned(),
+            None => self.pairs.push((name.to_owned(), value.to_owned())),
+        }
+    }
+
+    /// The value of `name`, if set.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Removes `name`, returning its value.
+    pub fn remove(&mut self, name: &str) -> Option<String> {
+        let at = self.pairs.iter().position(|(n, _)| n == name)?;
+        Some(self.pairs.remove(at).1)
+    }
+
+    /// True when there are no properties.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// The pairs in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+
+    /// The frame: `name=value\n` per pair (empty when there are none).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        for (n, v) in &self.pairs {
+            out.push_str(n);
+            out.push('=');
+            out.push_str(v);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// One key-value message (see the [module docs](self) for the frames).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvMsg {
+    /// Frame 0.
+    pub key: Bytes,
+    /// Frame 1.
+    pub sequence: u64,
+    /// Frame 2 (`None` = empty frame).
+    pub uuid: Option<Uuid>,
+    /// Frame 3.
+    pub properties: Properties,
+    /// Frame 4; empty means "delete the key".
+    pub body: Bytes,
+}
+
+impl KvMsg {
+    /// A message with sequence 0, no UUID and no properties.
+    pub fn new(key: impl Into<Bytes>, body: impl Into<Bytes>) -> KvMsg {
+        KvMsg { key: key.into(), sequence: 0, uuid: None, properties: Properties::new(), body: body.into() }
+    }
+
+    /// Parses the five frames of a kvmsg.
+    pub fn parse(frames: &[Bytes]) -> Result<KvMsg, KvMsgError> {
+        let [key, sequence, uuid, properties, body] = frames else {
+            return Err(KvMsgError::FrameCount(frames.len()));
+        };
+        check_key(key)?;
+        Ok(KvMsg {
+            key: key.clone(),
+            sequence: parse_sequence(sequence)?,
+            uuid: parse_uuid(uuid)?,
+            properties: Properties::parse(properties)?,
+            body: body.clone(),
+        })
+    }
+
+    /// True when the body is empty (the message deletes its key).
+    pub fn is_delete(&self) -> bool {
+        self.body.is_empty()
+    }
+
+    /// The five frames.
+    pub fn to_message(&self) -> Message {
+        let mut msg = Message::new();
+        self.push_frames(&mut msg);
+        msg
+    }
+
+    /// Appends the five frames to `msg` (after a routing id, for ROUTER sockets).
+    pub fn push_frames(&self, msg: &mut Message) {
+        msg.push(self.key.clone());
+        msg.push(Bytes::copy_from_slice(&self.sequence.to_be_bytes()));
+        msg.push(self.uuid.map(|u| Bytes::copy_from_slice(u.as_bytes())).unwrap_or_default());
+        msg.push(Bytes::from(self.properties.encode()));
+        msg.push(self.body.clone());
+    }
+}
+
+impl fmt::Display for KvMsg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[seq:{}][key:{}][size:{}]", self.sequence, self.key.escape_ascii(), self.body.len())
+    }
+}
+
+/// Checks a key (frame 0): non-empty and at most [`MAX_KEY_LEN`] bytes.
+pub fn check_key(key: &[u8]) -> Result<(), KvMsgError> {
+    match key.len() {
+        0 => Err(KvMsgError::EmptyKey),
+        n if n > MAX_KEY_LEN => Err(KvMsgError::KeyTooLong(n)),
+        _ => Ok(()),
+    }
+}
+
+/// Decodes an 8-byte big-endian sequence frame.
+pub fn parse_sequence(frame: &[u8]) -> Result<u64, KvMsgError> {
+    let bytes: [u8; 8] = frame.try_into().map_err(|_| KvMsgError::SequenceLength(frame.len()))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+/// Decodes a UUID frame: empty, or 16 bytes.
+pub fn parse_uuid(frame: &[u8]) -> Result<Option<Uuid>, KvMsgError> {
+    match frame.len() {
+        0 => Ok(None),
+        16 => Ok(Some(Uuid::from_slice(frame).expect("16 bytes"))),
+        n => Err(KvMsgError::UuidLength(n)),
+    }
+}
+
+/// Encodes a sequence frame.
+pub fn sequence_frame(sequence: u64) -> Bytes {
+    Bytes::copy_from_slice(&sequence.to_be_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(v: Vec<&'static [u8]>) -> Vec<Bytes> {
+        v.into_iter().map(Bytes::from_static).collect()
+    }
+
+    #[test]
+    fn round_trip_with_every_field() {
+        let mut msg = KvMsg::new("/a/b", "value");
+        msg.sequence = u64::MAX - 1;
+        msg.uuid = Some(Uuid::new_v4());
+        msg.properties.insert("ttl", "1.5").unwrap();
+        msg.properties.insert("x", "a=b").unwrap();
+        let wire = msg.to_message();
+        assert_eq!(wire[1].as_ref(), &(u64::MAX - 1).to_be_bytes());
+        assert_eq!(wire[2].len(), 16);
+        assert_eq!(wire[3], "ttl=1.5\nx=a=b\n");
+        let back = KvMsg::parse(wire.frames()).unwrap();
+        assert_eq!(back, msg);
+        assert_eq!(back.properties.get("x"), Some("a=b"));
+    }
+
+    #[test]
+    fn empty_uuid_and_properties_round_trip() {
+        let msg = KvMsg::new("k", "");
+        let wire = msg.to_message();
+        assert!(wire[2].is_empty() && wire[3].is_empty() && wire[4].is_empty());
+        let back = KvMsg::parse(wire.frames()).unwrap();
+        assert_eq!(back, msg);
+        assert!(back.is_delete());
+    }
+
+    #[test]
+    fn rejects_every_malformation() {
+        let seq: &'static [u8] = &[0, 0, 0, 0, 0, 0, 0, 1];
+        let uuid: &'static [u8] = &[7; 16];
+        let ok = frames(vec![b"k", seq, uuid, b"a=1\n", b"v"]);
+        assert!(KvMsg::parse(&ok).is_ok());
+        for n in [0, 1, 4, 6] {
+            let f: Vec<Bytes> = (0..n).map(|_| Bytes::from_static(b"x")).collect();
+            assert_eq!(KvMsg::parse(&f), Err(KvMsgError::FrameCount(n)));
+        }
+        assert_eq!(KvMsg::parse(&frames(vec![b"", seq, b"", b"", b"v"])), Err(KvMsgError::EmptyKey));
+        let long = Bytes::from(vec![b'k'; MAX_KEY_LEN + 1]);
+        let mut f = ok.clone();
+        f[0] = long;
+        assert_eq!(KvMsg::parse(&f), Err(KvMsgError::KeyTooLong(MAX_KEY_LEN + 1)));
+        let mut f = ok.clone();
+        f[0] = Bytes::from(vec![b'k'; MAX_KEY_LEN]);
+        assert!(KvMsg::parse(&f).is_ok());
+        for bad in [&b""[..], b"1234567", b"123456789"] {
+            let mut f = ok.clone();
+            f[1] = Bytes::copy_from_slice(bad);
+            assert_eq!(KvMsg::parse(&f), Err(KvMsgError::SequenceLength(bad.len())));
+        }
+        for n in [1, 15, 17, 36] {
+            let mut f = ok.clone();
+            f[2] = Bytes::from(vec![1u8; n]);
+            assert_eq!(KvMsg::parse(&f), Err(KvMsgError::UuidLength(n)));
+        }
+        let mut f = ok.clone();
+        f[3] = Bytes::from_static(b"ttl=1\nbroken\n");
+        assert_eq!(KvMsg::parse(&f), Err(KvMsgError::PropertyWithoutEquals("broken".into())));
+        let mut f = ok.clone();
+        f[3] = Bytes::from_static(b"=1\n");
+        assert_eq!(KvMsg::parse(&f), Err(KvMsgError::EmptyPropertyName("=1".into())));
+        let mut f = ok;
+        f[3] = Bytes::from_static(b"a=\xff\n");
+        assert_eq!(KvMsg::parse(&f), Err(KvMsgError::PropertiesNotUtf8));
+    }
+
+    #[test]
+    fn properties_last_write_wins_and_validation() {
+        let p = Properties::parse(b"a=1\n\nb=2\na=3").unwrap();
+        assert_eq!(p.iter().collect::<Vec<_>>(), vec![("a", "3"), ("b", "2")]);
+        let mut p = Properties::new();
+        assert!(p.insert("a\nb", "1").is_err());
+        assert!(p.insert("a=b", "1").is_err());
+        assert!(p.insert("a", "1\n").is_err());
+        assert!(p.insert("", "1").is_err());
+        p.insert("a", "").unwrap();
+        assert_eq!(p.encode(), "a=\n");
+        assert_eq!(Properties::parse(b"a=\n").unwrap().get("a"), Some(""));
+        assert_eq!(p.remove("a").as_deref(), Some(""));
+        assert!(p.is_empty());
+    }
+}

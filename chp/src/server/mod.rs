@@ -1,0 +1,427 @@
+//! The CHP server: SNAPSHOT (ROUTER) at port P, PUBLISHER (PUB) at P+1, COLLECTOR (SUB) at P+2.
+//!
+//! [`ServerState`] is the state machine (map, sequence, TTL deadlines) and knows nothing of
+//! sockets; [`Server`] binds the three sockets and drives it from one task:
+//!
+//! - each KVSET on the collector is validated ([`KvSet::parse`], [`ServerState::apply`]), given the
+//!   next sequence, stored (an empty value deletes) and republished as a KVPUB; malformed ones are
+//!   logged, counted in [`ServerStats::rejected`] and dropped;
+//! - each key with a `ttl` property is deleted when its deadline passes (a deadline index, checked
+//!   to the millisecond) and the deletion published as a KVPUB with an empty value;
+//! - HUGZ goes out every [`ServerConfig::hugz_interval`] — under load too, because a subtree client
+//!   sees none of the traffic outside its subtree and must not mistake a busy server for a dead one —
+//!   plus a few extra HUGZ shortly after each new subscriber connects, so a client proves its
+//!   subscription (and starts) in milliseconds rather than a full interval;
+//! - ICANHAZ? requests stream from their own tasks (see `snapshot.rs`).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use chp::server::{Server, ServerConfig};
+//! let server = Server::bind(ServerConfig { bind: "127.0.0.1".into(), ..ServerConfig::default() }).await?;
+//! println!("CHP server at {}", server.address()); // tcp://127.0.0.1:P, P picked by the OS
+//! assert_eq!(server.sequence(), 0);
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod snapshot;
+mod state;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use zmtp::{Message, MonitorEvent, Socket, SocketType};
+
+pub use self::state::{ApplyError, MAX_TTL, ServerState, parse_ttl};
+use crate::address::ServerAddress;
+use crate::command::{KvSet, hugz_message};
+use crate::kvmsg::KvMsg;
+
+/// Server settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Interface to bind: an IP address, a host name, or `*` for all interfaces. Default `*`.
+    pub bind: String,
+    /// P, the SNAPSHOT port (P+1 and P+2 are used too). 0 (the default) picks a free P for which
+    /// P+1 and P+2 are free as well.
+    pub port: u16,
+    /// HUGZ period. Default 1 s.
+    pub hugz_interval: Duration,
+    /// Largest value accepted, in bytes; also bounds every inbound frame (MAXMSGSIZE) on the
+    /// collector. Default 1 MiB.
+    pub max_value_len: usize,
+    /// Snapshots streamed at the same time (more wait). Default 64.
+    pub max_concurrent_snapshots: usize,
+    /// A snapshot whose client reads nothing for this long is abandoned. Default 10 s.
+    pub snapshot_stall_timeout: Duration,
+    /// Messages queued per subscriber on the publisher, and per client on the collector, before
+    /// the publisher drops (a subscriber then sees a sequence gap). Default 100 000.
+    pub queue_limit: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: "*".into(),
+            port: 0,
+            hugz_interval: Duration::from_secs(1),
+            max_value_len: 1 << 20,
+            max_concurrent_snapshots: 64,
+            snapshot_stall_timeout: Duration::from_secs(10),
+            queue_limit: 100_000,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Binding one of the three sockets failed.
+    #[error("cannot bind {endpoint}: {source}")]
+    Bind {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        source: zmtp::Error,
+    },
+    /// No free port triple was found.
+    #[error("no free ports P, P+1, P+2 found on {0} after {1} attempts")]
+    NoFreePorts(String, usize),
+}
+
+/// Counters since the server started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// KVSETs applied and published.
+    pub updates: u64,
+    /// Keys deleted by their ttl.
+    pub expired: u64,
+    /// Messages dropped as malformed (collector or snapshot socket).
+    pub rejected: u64,
+    /// Snapshots sent in full.
+    pub snapshots: u64,
+    /// Snapshots abandoned (client gone or stalled).
+    pub snapshots_aborted: u64,
+    /// HUGZ sent.
+    pub hugz: u64,
+}
+
+#[derive(Default)]
+struct Counter(AtomicU64);
+
+impl Counter {
+    fn inc(&self) {
+        self.add(1);
+    }
+    fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    updates: Counter,
+    expired: Counter,
+    rejected: Counter,
+    snapshots: Counter,
+    snapshots_aborted: Counter,
+    hugz: Counter,
+}
+
+struct Shared {
+    state: Mutex<ServerState>,
+    stats: Stats,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, ServerState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running single CHP server (see the [module docs](self)). Dropping it stops it.
+pub struct Server {
+    address: ServerAddress,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+struct Sockets {
+    snapshot: Socket,
+    publisher: Socket,
+    collector: Socket,
+    port: u16,
+}
+
+/// Extra HUGZ after a subscriber connects, so its subscription is proven live quickly.
+const WELCOME_HUGZ: [Duration; 4] =
+    [Duration::from_millis(2), Duration::from_millis(10), Duration::from_millis(50), Duration::from_millis(200)];
+
+impl Server {
+    /// Binds the three sockets and starts serving.
+    pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        let (sockets, pub_events) = bind_sockets(&config).await?;
+        let host = match config.bind.as_str() {
+            "*" | "0.0.0.0" => "127.0.0.1".to_owned(),
+            "::" | "[::]" => "[::1]".to_owned(),
+            other => other.to_owned(),
+        };
+        let address = ServerAddress::new(host, sockets.port).expect("bound port checked");
+        let mut state = ServerState::new(std::time::Instant::now());
+        state.set_max_value_len(config.max_value_len);
+        let shared = Arc::new(Shared { state: Mutex::new(state), stats: Stats::default() });
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(run(sockets, pub_events, shared.clone(), config, stopped));
+        tracing::info!(%address, "CHP server listening (snapshot P, publisher P+1, collector P+2)");
+        Ok(Server { address, shared, stop: Some(stop), task: Some(task) })
+    }
+
+    /// Where clients connect: `tcp://host:P` (a wildcard bind is reported as the loopback address).
+    pub fn address(&self) -> &ServerAddress {
+        &self.address
+    }
+
+    /// P, the SNAPSHOT port.
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    /// The sequence of the last published update.
+    pub fn sequence(&self) -> u64 {
+        self.shared.lock().sequence()
+    }
+
+    /// The current value of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
+        self.shared.lock().get(key).map(Bytes::copy_from_slice)
+    }
+
+    /// Number of keys stored.
+    pub fn len(&self) -> usize {
+        self.shared.lock().len()
+    }
+
+    /// True when no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of the whole map and its sequence (for tests and tools; copies every entry).
+    pub fn map(&self) -> (u64, BTreeMap<Bytes, Bytes>) {
+        let state = self.shared.lock();
+        let map = state.entries().map(|e| (Bytes::copy_from_slice(e.key), Bytes::copy_from_slice(e.value))).collect();
+        (state.sequence(), map)
+    }
+
+    /// Runs `f` on the state (held locked: keep it short).
+    pub fn with_state<R>(&self, f: impl FnOnce(&ServerState) -> R) -> R {
+        f(&self.shared.lock())
+    }
+
+    /// Counters since start.
+    pub fn stats(&self) -> ServerStats {
+        let s = &self.shared.stats;
+        ServerStats {
+            updates: s.updates.get(),
+            expired: s.expired.get(),
+            rejected: s.rejected.get(),
+            snapshots: s.snapshots.get(),
+            snapshots_aborted: s.snapshots_aborted.get(),
+            hugz: s.hugz.get(),
+        }
+    }
+
+    /// Stops serving and closes the sockets.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Waits until the server stops (it only stops when told to, or if a socket fails).
+    pub async fn wait(mut self) {
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn port_of(endpoint: &str) -> Option<u16> {
+    endpoint.rsplit_once(':')?.1.parse().ok()
+}
+
+async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor), ServerError> {
+    const ATTEMPTS: usize = 64;
+    let bind = |port: u16| format!("tcp://{}:{port}", config.bind);
+    for _ in 0..ATTEMPTS {
+        let snapshot = Socket::new(SocketType::Router);
+        let publisher = Socket::new(SocketType::Pub);
+        let collector = Socket::new(SocketType::Sub);
+        for s in [&snapshot, &publisher, &collector] {
+            s.set_linger(Some(Duration::ZERO));
+        }
+        snapshot.set_router_mandatory(true);
+        snapshot.set_sndhwm(10_000);
+        publisher.set_sndhwm(config.queue_limit);
+        collector.set_rcvhwm(config.queue_limit);
+        collector.set_maxmsgsize(Some(config.max_value_len.max(crate::kvmsg::MAX_KEY_LEN) as u64 + 1024));
+        collector.subscribe("").expect("SUB socket");
+        let pub_events = publisher.monitor();
+
+        let endpoint = bind(config.port);
+        let bound = snapshot.bind(&endpoint).await.map_err(|source| ServerError::Bind { endpoint, source })?;
+        let port = port_of(&bound).expect("tcp endpoint has a port");
+        let fixed = config.port != 0;
+        if port > u16::MAX - 2 {
+            if fixed {
+                return Err(ServerError::NoFreePorts(config.bind.clone(), 1));
+            }
+            continue;
+        }
+        let mut ok = true;
+        for (socket, offset) in [(&publisher, 1), (&collector, 2)] {
+            let endpoint = bind(port + offset);
+            if let Err(source) = socket.bind(&endpoint).await {
+                if fixed {
+                    return Err(ServerError::Bind { endpoint, source });
+                }
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            return Ok((Sockets { snapshot, publisher, collector, port }, pub_events));
+        }
+        for s in [snapshot, publisher, collector] {
+            s.close().await;
+        }
+    }
+    Err(ServerError::NoFreePorts(config.bind.clone(), ATTEMPTS))
+}
+
+/// Most KVSETs applied per lock of the state.
+const BATCH: usize = 256;
+
+async fn run(
+    sockets: Sockets,
+    mut pub_events: zmtp::Monitor,
+    shared: Arc<Shared>,
+    config: ServerConfig,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let Sockets { snapshot, publisher, collector, .. } = sockets;
+    let snapshots = snapshot::Snapshots::new(
+        snapshot.clone(),
+        shared.clone(),
+        config.max_concurrent_snapshots,
+        config.snapshot_stall_timeout,
+    );
+    let mut next_hugz = Instant::now() + config.hugz_interval;
+    let mut welcome: BTreeSet<Instant> = BTreeSet::new();
+    let mut monitor_open = true;
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut publish: Vec<KvMsg> = Vec::with_capacity(BATCH);
+    let far = Duration::from_secs(3600);
+    loop {
+        let expiry = shared.lock().next_expiry().map(Instant::from_std);
+        let hugz_at = welcome.first().copied().map_or(next_hugz, |w| w.min(next_hugz));
+        tokio::select! {
+            _ = &mut stopped => break,
+            msg = collector.recv() => {
+                let Ok(msg) = msg else { break };
+                batch.push(msg);
+                while batch.len() < BATCH {
+                    match collector.try_recv() {
+                        Ok(m) => batch.push(m),
+                        Err(_) => break,
+                    }
+                }
+                collect(&shared, &mut batch, &mut publish);
+                for update in publish.drain(..) {
+                    if publisher.send(update.to_message()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            msg = snapshot.recv() => {
+                let Ok(msg) = msg else { break };
+                snapshots.request(msg);
+            }
+            _ = tokio::time::sleep_until(expiry.unwrap_or_else(|| Instant::now() + far)), if expiry.is_some() => {
+                shared.lock().expire(std::time::Instant::now(), &mut publish);
+                shared.stats.expired.add(publish.len() as u64);
+                for update in publish.drain(..) {
+                    tracing::debug!(key = %update.key.escape_ascii(), sequence = update.sequence, "expired");
+                    let _ = publisher.send(update.to_message()).await;
+                }
+            }
+            _ = tokio::time::sleep_until(hugz_at) => {
+                let now = Instant::now();
+                if next_hugz <= now {
+                    next_hugz = now + config.hugz_interval;
+                }
+                while welcome.first().is_some_and(|w| *w <= now) {
+                    welcome.pop_first();
+                }
+                shared.stats.hugz.inc();
+                let _ = publisher.send(hugz_message()).await;
+            }
+            event = pub_events.next_event(), if monitor_open => match event {
+                Some(MonitorEvent::HandshakeSucceeded { .. }) => {
+                    let now = Instant::now();
+                    if welcome.len() < 64 {
+                        welcome.extend(WELCOME_HUGZ.iter().map(|d| now + *d));
+                    }
+                }
+                Some(_) => {}
+                None => monitor_open = false,
+            },
+        }
+    }
+    for s in [snapshot, publisher, collector] {
+        s.close().await;
+    }
+    tracing::info!("CHP server stopped");
+}
+
+/// Applies a batch of collector messages under one lock; fills `publish` with the KVPUBs.
+fn collect(shared: &Shared, batch: &mut Vec<Message>, publish: &mut Vec<KvMsg>) {
+    let now = std::time::Instant::now();
+    let mut state = shared.lock();
+    for msg in batch.drain(..) {
+        let applied = KvSet::parse(msg.frames()).map_err(|e| e.to_string()).and_then(|set| {
+            let key = set.0.key.clone();
+            state.apply(set, now).map_err(|e| format!("key {}: {e}", key.escape_ascii()))
+        });
+        match applied {
+            Ok(update) => publish.push(update),
+            Err(e) => {
+                shared.stats.rejected.inc();
+                tracing::warn!(error = %e, frames = msg.len(), "dropped bad KVSET");
+            }
+        }
+    }
+    shared.stats.updates.add(publish.len() as u64);
+}

@@ -1,0 +1,154 @@
+//! Serving ICANHAZ? requests: each snapshot streams from its own task, in chunks, while the server
+//! keeps applying updates.
+//!
+//! **Why a chunked ("fuzzy") snapshot is exact.** The stream records the sequence `S` when it
+//! starts, sends every KVSYNC with the values current when its chunk is read (each ≥ `S`), and ends
+//! with KTHXBAI `S`. The client subscribed before asking, so it also receives every KVPUB after `S`
+//! and applies them in order on top of the snapshot: a key changed while the snapshot was streaming
+//! ends at its last published value, a key that was not changed keeps its value at `S`. This is the
+//! redo-log argument of fuzzy checkpoints; it lets a 1M-key snapshot stream to a slow client without
+//! stopping the server (or copying the map).
+//!
+//! **Fairness and abuse.** Requests from one peer are served one at a time (a request that arrives
+//! while one is streaming replaces any earlier waiting one), at most `max_concurrent` stream at
+//! once, and a peer that stops reading for `stall_timeout` (ROUTER_MANDATORY makes its full queue
+//! block us) or disconnects (`HostUnreachable`) has its snapshot abandoned.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::Semaphore;
+use zmtp::{Message, Socket};
+
+use super::Shared;
+use crate::command::{IcanHaz, KTHXBAI, Subtree};
+use crate::kvmsg::sequence_frame;
+
+/// KVSYNCs read from the state per lock.
+const CHUNK: usize = 512;
+
+pub(super) struct Snapshots {
+    router: Socket,
+    shared: Arc<Shared>,
+    /// Peers with a snapshot streaming, and the request waiting behind it.
+    busy: Arc<Mutex<HashMap<Bytes, Option<IcanHaz>>>>,
+    permits: Arc<Semaphore>,
+    stall_timeout: Duration,
+}
+
+impl Snapshots {
+    pub(super) fn new(router: Socket, shared: Arc<Shared>, max_concurrent: usize, stall_timeout: Duration) -> Self {
+        Snapshots {
+            router,
+            shared,
+            busy: Arc::default(),
+            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            stall_timeout,
+        }
+    }
+
+    /// Handles one message from the SNAPSHOT socket: `[routing id, "ICANHAZ?", subtree]`.
+    pub(super) fn request(&self, msg: Message) {
+        let mut frames = msg.into_frames();
+        if frames.is_empty() {
+            return;
+        }
+        let identity = frames.remove(0);
+        let request = match IcanHaz::parse(&frames) {
+            Ok(r) => r,
+            Err(e) => {
+                self.shared.stats.rejected.inc();
+                tracing::warn!(peer = ?identity, error = %e, "dropped bad snapshot request");
+                return;
+            }
+        };
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(waiting) = busy.get_mut(&identity) {
+            tracing::debug!(peer = ?identity, "snapshot request queued behind a running one");
+            *waiting = Some(request);
+            return;
+        }
+        busy.insert(identity.clone(), None);
+        drop(busy);
+        let task = Stream {
+            router: self.router.clone(),
+            shared: self.shared.clone(),
+            permits: self.permits.clone(),
+            stall_timeout: self.stall_timeout,
+            identity,
+        };
+        let busy = self.busy.clone();
+        tokio::spawn(async move {
+            let mut request = request;
+            loop {
+                task.serve(&request.subtree).await;
+                let mut map = busy.lock().unwrap_or_else(|e| e.into_inner());
+                match map.get_mut(&task.identity).and_then(Option::take) {
+                    Some(next) => request = next,
+                    None => {
+                        map.remove(&task.identity);
+                        break;
+                    }
+                }
+            }
+        });
+    }
+}
+
+struct Stream {
+    router: Socket,
+    shared: Arc<Shared>,
+    permits: Arc<Semaphore>,
+    stall_timeout: Duration,
+    identity: Bytes,
+}
+
+impl Stream {
+    async fn serve(&self, subtree: &Subtree) {
+        let Ok(_permit) = self.permits.acquire().await else { return };
+        match self.stream(subtree).await {
+            Ok(keys) => {
+                self.shared.stats.snapshots.inc();
+                tracing::debug!(peer = ?self.identity, subtree = %subtree, keys, "snapshot sent");
+            }
+            Err(why) => {
+                self.shared.stats.snapshots_aborted.inc();
+                tracing::info!(peer = ?self.identity, subtree = %subtree, "snapshot abandoned: {why}");
+            }
+        }
+    }
+
+    async fn stream(&self, subtree: &Subtree) -> Result<usize, String> {
+        let sequence = self.shared.lock().sequence();
+        let seq_frame = sequence_frame(sequence);
+        let mut after: Option<Bytes> = None;
+        let mut sent = 0;
+        loop {
+            let chunk = self.shared.lock().snapshot_chunk(subtree, after.as_deref(), CHUNK, sequence);
+            let full = chunk.len() == CHUNK;
+            after = chunk.last().map(|kv| kv.key.clone());
+            for kv in chunk {
+                self.send(vec![self.identity.clone(), kv.key, seq_frame.clone(), Bytes::new(), Bytes::new(), kv.value])
+                    .await?;
+                sent += 1;
+            }
+            if !full {
+                break;
+            }
+        }
+        let end = Bytes::from_static(KTHXBAI.as_bytes());
+        self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), Bytes::new(), subtree.to_bytes()]).await?;
+        Ok(sent)
+    }
+
+    async fn send(&self, frames: Vec<Bytes>) -> Result<(), String> {
+        match tokio::time::timeout(self.stall_timeout, self.router.send(Message::from(frames))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(zmtp::Error::HostUnreachable(_))) => Err("peer disconnected".into()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("peer read nothing for {:?}", self.stall_timeout)),
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The server's compact ordered key-value store.
+//!
+//! Each entry is **one heap allocation** holding a 10-byte header (key length, expiry deadline), the
+//! key and the value, kept in a `BTreeSet` ordered by key. Per stored key that is the payload, the
+//! header, allocator rounding and ~16–30 bytes of B-tree slot — no per-entry `Bytes`, `String` or
+//! `Vec` headers, and no second allocation. Ordering by key makes a subtree snapshot a range scan
+//! (`O(log n + k)`) that can resume after any key, which is what lets the server stream a large
+//! snapshot in chunks while it keeps applying updates.
+//!
+//! ```
+//! use chp::store::Store;
+//! let mut store = Store::new();
+//! store.insert(b"/a/1", b"one", None);
+//! store.insert(b"/a/2", b"two", Some(5_000));
+//! store.insert(b"/b/1", b"three", None);
+//! let a: Vec<_> = store.range(b"/a/", None).map(|e| e.key.to_vec()).collect();
+//! assert_eq!(a, [b"/a/1".to_vec(), b"/a/2".to_vec()]);
+//! assert_eq!(store.get(b"/a/2").unwrap().deadline, Some(5_000));
+//! assert_eq!(store.remove(b"/a/2"), Some(Some(5_000)));
+//! assert_eq!(store.len(), 2);
+//! ```
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+/// Header: key length (u16 BE), deadline (u64 BE, 0 = none).
+const HEADER: usize = 10;
+
+/// One entry, in one allocation: `[key_len u16][deadline u64][key][value]`.
+struct Record(Box<[u8]>);
+
+impl Record {
+    fn new(key: &[u8], value: &[u8], deadline: Option<u64>) -> Record {
+        let key_len = u16::try_from(key.len()).expect("key longer than 65535 bytes");
+        let mut buf = Vec::with_capacity(HEADER + key.len() + value.len());
+        buf.extend_from_slice(&key_len.to_be_bytes());
+        buf.extend_from_slice(&deadline.unwrap_or(0).to_be_bytes());
+        buf.extend_from_slice(key);
+        buf.extend_from_slice(value);
+        Record(buf.into_boxed_slice())
+    }
+
+    fn key_len(&self) -> usize {
+        u16::from_be_bytes([self.0[0], self.0[1]]) as usize
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.0[HEADER..HEADER + self.key_len()]
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.0[HEADER + self.key_len()..]
+    }
+
+    fn deadline(&self) -> Option<u64> {
+        let d = u64::from_be_bytes(self.0[2..10].try_into().expect("8 bytes"));
+        (d != 0).then_some(d)
+    }
+
+    fn entry(&self) -> Entry<'_> {
+        Entry { key: self.key(), value: self.value(), deadline: self.deadline() }
+    }
+}
+
+impl Borrow<[u8]> for Record {
+    fn borrow(&self) -> &[u8] {
+        self.key()
+    }
+}
+
+impl PartialEq for Record {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Record {}
+
+impl PartialOrd for Record {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Record {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(other.key())
+    }
+}
+
+/// A borrowed view of one stored entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// The key.
+    pub key: &'a [u8],
+    /// The value (never empty: empty values delete).
+    pub value: &'a [u8],
+    /// Expiry deadline in the owner's time unit (the server uses milliseconds since it started).
+    pub deadline: Option<u64>,
+}
+
+/// An ordered map from key to value and optional deadline (see the [module docs](self)).
+#[derive(Default)]
+pub struct Store {
+    records: BTreeSet<Record>,
+    payload: usize,
+}
+
+impl Store {
+    /// An empty store.
+    pub fn new() -> Store {
+        Store::default()
+    }
+
+    /// Inserts or replaces `key`. A deadline of `Some(0)` is stored as none. Returns the replaced
+    /// entry's deadline (`Some(old_deadline)`), or `None` if the key is new.
+    pub fn insert(&mut self, key: &[u8], value: &[u8], deadline: Option<u64>) -> Option<Option<u64>> {
+        self.payload += key.len() + value.len();
+        let old = self.records.replace(Record::new(key, value, deadline))?;
+        self.payload -= old.0.len() - HEADER;
+        Some(old.deadline())
+    }
+
+    /// Removes `key`, returning its deadline (`Some(deadline)`) if it was present.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Option<u64>> {
+        let old = self.records.take(key)?;
+        self.payload -= old.0.len() - HEADER;
+        Some(old.deadline())
+    }
+
+    /// The entry for `key`.
+    pub fn get(&self, key: &[u8]) -> Option<Entry<'_>> {
+        self.records.get(key).map(Record::entry)
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Sum of key and value bytes stored.
+    pub fn payload_bytes(&self) -> usize {
+        self.payload
+    }
+
+    /// Entries whose key starts with `prefix`, in key order, starting after `after` (exclusive) when
+    /// given — so a scan can stop and resume later even if the store changed in between.
+    pub fn range<'a>(&'a self, prefix: &'a [u8], after: Option<&'a [u8]>) -> impl Iterator<Item = Entry<'a>> + 'a {
+        let start = match after {
+            Some(k) if k >= prefix => Bound::Excluded(k),
+            _ => Bound::Included(prefix),
+        };
+        self.records
+            .range::<[u8], _>((start, Bound::Unbounded))
+            .take_while(move |r| r.key().starts_with(prefix))
+            .map(Record::entry)
+    }
+
+    /// Every entry in key order.
+    pub fn iter(&self) -> impl Iterator<Item = Entry<'_>> {
+        self.records.iter().map(Record::entry)
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("len", &self.len()).field("payload_bytes", &self.payload).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_replace_remove_and_accounting() {
+        let mut s = Store::new();
+        assert_eq!(s.insert(b"k", b"v1", Some(10)), None);
+        assert_eq!(s.payload_bytes(), 3);
+        assert_eq!(s.insert(b"k", b"value2", None), Some(Some(10)));
+        assert_eq!(s.payload_bytes(), 7);
+        assert_eq!(s.get(b"k").unwrap(), Entry { key: b"k", value: b"value2", deadline: None });
+        assert_eq!(s.insert(b"k", b"x", Some(0)), Some(None));
+        assert_eq!(s.get(b"k").unwrap().deadline, None);
+        assert_eq!(s.remove(b"k"), Some(None));
+        assert_eq!(s.remove(b"k"), None);
+        assert_eq!((s.len(), s.payload_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn range_resumes_after_a_key() {
+        let mut s = Store::new();
+        for k in ["/a/1", "/a/2", "/a/3", "/ab", "/b/1", "/"] {
+            s.insert(k.as_bytes(), b"v", None);
+        }
+        let keys = |it: &mut dyn Iterator<Item = Entry<'_>>| it.map(|e| e.key.to_vec()).collect::<Vec<_>>();
+        assert_eq!(keys(&mut s.range(b"/a/", None)), [b"/a/1".to_vec(), b"/a/2".to_vec(), b"/a/3".to_vec()]);
+        assert_eq!(keys(&mut s.range(b"/a/", Some(b"/a/1"))), [b"/a/2".to_vec(), b"/a/3".to_vec()]);
+        // Resuming after a key that was deleted meanwhile still works.
+        s.remove(b"/a/2");
+        assert_eq!(keys(&mut s.range(b"/a/", Some(b"/a/2"))), [b"/a/3".to_vec()]);
+        assert_eq!(s.range(b"", None).count(), 5);
+        assert_eq!(s.range(b"/z/", None).count(), 0);
+    }
+}

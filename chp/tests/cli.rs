@@ -1,0 +1,150 @@
+//! The `chp` CLI end to end, as processes: `chp server` plus `chp set/get/del/dump/watch`.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_chp");
+const LIMIT: Duration = Duration::from_secs(30);
+const STEP: Duration = Duration::from_secs(10);
+
+async fn bounded<T>(body: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, body).await.expect("test exceeded its time limit")
+}
+
+struct ServerProcess {
+    _child: Child,
+    address: String,
+}
+
+/// `chp server --port 0` on loopback; its first stdout line names the address.
+async fn spawn_server() -> ServerProcess {
+    let mut child = Command::new(BIN)
+        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--hugz-ms", "50"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn chp server");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("server starts").unwrap().unwrap();
+    let address = line
+        .strip_prefix("listening on ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    ServerProcess { _child: child, address }
+}
+
+async fn chp(args: &[&str]) -> Output {
+    let run = Command::new(BIN).args(args).stdin(Stdio::null()).kill_on_drop(true).output();
+    tokio::time::timeout(STEP, run).await.expect("chp finishes").expect("chp runs")
+}
+
+/// Runs `chp ARGS --server ADDRESS`, expecting success; returns stdout.
+async fn ok(server: &ServerProcess, args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.extend(["--server", &server.address]);
+    let out = chp(&all).await;
+    assert!(out.status.success(), "chp {all:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs `chp ARGS`, expecting failure; returns stderr.
+async fn fails(args: &[&str]) -> String {
+    let out = chp(args).await;
+    assert!(!out.status.success(), "chp {args:?} should fail");
+    assert!(out.stdout.is_empty());
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_get_del_dump() {
+    bounded(async {
+        let s = spawn_server().await;
+        assert_eq!(ok(&s, &["set", "/a/x", "1"]).await, "");
+        ok(&s, &["set", "/a/y", "two words"]).await;
+        ok(&s, &["set", "/b/z", "3", "--ttl", "60"]).await;
+        ok(&s, &["set", "plain", "line\nbreak"]).await;
+        assert_eq!(ok(&s, &["get", "/a/x"]).await, "1\n");
+        assert_eq!(ok(&s, &["get", "/a/y"]).await, "two words\n");
+        assert_eq!(ok(&s, &["dump"]).await, "/a/x=1\n/a/y=two words\n/b/z=3\nplain=line\\nbreak\n");
+        assert_eq!(ok(&s, &["dump", "--subtree", "/a/"]).await, "/a/x=1\n/a/y=two words\n");
+        assert_eq!(ok(&s, &["del", "/a/x"]).await, "");
+        let err = fails(&["get", "/a/x", "--server", &s.address]).await;
+        assert_eq!(err, "chp: no such key: /a/x\n");
+        ok(&s, &["set", "/a/y", "changed"]).await;
+        assert_eq!(ok(&s, &["dump"]).await, "/a/y=changed\n/b/z=3\nplain=line\\nbreak\n");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_with_ttl_expires() {
+    bounded(async {
+        let s = spawn_server().await;
+        ok(&s, &["set", "/t", "v", "--ttl", "0.3"]).await;
+        ok(&s, &["set", "/kept", "v"]).await;
+        assert_eq!(ok(&s, &["get", "/t"]).await, "v\n");
+        tokio::time::sleep(Duration::from_millis(400)).await; // let the ttl elapse
+        assert_eq!(ok(&s, &["dump"]).await, "/kept=v\n");
+    })
+    .await;
+}
+
+async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
+    tokio::time::timeout(STEP, lines.next_line()).await.expect("watch prints").unwrap().expect("watch still running")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_the_snapshot_then_every_change() {
+    bounded(async {
+        let s = spawn_server().await;
+        ok(&s, &["set", "/w/a", "1"]).await;
+        ok(&s, &["set", "/w/b", "2"]).await;
+        ok(&s, &["set", "/other/c", "3"]).await;
+        let mut watch = Command::new(BIN)
+            .args(["watch", "--subtree", "/w/", "--server", &s.address])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        assert_eq!(next_line(&mut lines).await, "/w/a=1");
+        assert_eq!(next_line(&mut lines).await, "/w/b=2");
+        assert_eq!(next_line(&mut lines).await, "-- synced at sequence 3 (2 keys)");
+        ok(&s, &["set", "/w/a", "changed"]).await;
+        ok(&s, &["set", "/other/c", "4"]).await;
+        ok(&s, &["del", "/w/b"]).await;
+        ok(&s, &["set", "/w/new", "x", "--ttl", "0.2"]).await;
+        assert_eq!(next_line(&mut lines).await, "set 4 /w/a=changed");
+        assert_eq!(next_line(&mut lines).await, "del 6 /w/b");
+        assert_eq!(next_line(&mut lines).await, "set 7 /w/new=x");
+        assert_eq!(next_line(&mut lines).await, "del 8 /w/new");
+        watch.kill().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn human_readable_errors() {
+    bounded(async {
+        let err = fails(&["get", "k", "--server", "tcp://127.0.0.1:9", "--timeout", "0.5"]).await;
+        assert_eq!(err, "chp: no CHP server answered at tcp://127.0.0.1:9 within 0.5s (is one running there?)\n");
+        let err = fails(&["get", "k", "--server", "localhost:5556"]).await;
+        assert!(err.starts_with("chp: invalid server address \"localhost:5556\": expected tcp://host:port"), "{err}");
+        let err = fails(&["dump", "--subtree", "/a", "--server", "tcp://127.0.0.1:9"]).await;
+        assert!(err.starts_with("chp: invalid subtree \"/a\""), "{err}");
+        let s = spawn_server().await;
+        let err = fails(&["set", "HUGZ", "x", "--server", &s.address]).await;
+        assert!(err.starts_with("chp: invalid key \"HUGZ\""), "{err}");
+        let err = fails(&["set", "k", "x", "--ttl=-1", "--server", &s.address]).await;
+        assert!(err.starts_with("chp: invalid --ttl -1"), "{err}");
+        let port = s.address.rsplit_once(':').unwrap().1;
+        let err = fails(&["server", "--port", port, "--bind", "127.0.0.1"]).await;
+        assert!(err.contains(&format!("chp: cannot bind tcp://127.0.0.1:{port}")), "{err}");
+    })
+    .await;
+}

@@ -1,0 +1,536 @@
+//! The Clone behaviours of patterns.md §D (single server): 1–7 and 11 over tcp against our server,
+//! with exact maps and sequences; and the client's synchronisation rules against a scripted fake
+//! server (stale updates, gaps, regressions, silence).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chp::command::Update;
+use chp::{Client, ClientError, Event, GapPolicy, KvMsg, Snapshot, Status};
+use common::*;
+
+fn kv(m: &KvMsg) -> (String, String, u64) {
+    (String::from_utf8_lossy(&m.key).into_owned(), String::from_utf8_lossy(&m.body).into_owned(), m.sequence)
+}
+
+fn owned(v: &[(&str, &str, u64)]) -> Vec<(String, String, u64)> {
+    v.iter().map(|(k, b, s)| (k.to_string(), b.to_string(), *s)).collect()
+}
+
+/// Behaviour 1: a late joiner gets exactly the live keys of its subtree, then KTHXBAI with the
+/// current sequence; afterwards every later update of its subtree exactly once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_joiner_gets_its_subtree_then_every_update_once_in_order() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let writer = client(&addr, "").await;
+        assert_eq!(writer.set("/a/1", "1", None).await, Ok(Some(1)));
+        assert_eq!(writer.set("/a/2", "2", None).await, Ok(Some(2)));
+        assert_eq!(writer.set("/b/1", "3", None).await, Ok(Some(3)));
+        assert_eq!(writer.delete("/a/2").await, Ok(Some(4)));
+
+        let mut raw = Raw::connect(&addr, "/a/").await;
+        let (syncs, end) = raw.snapshot().await;
+        let got: Vec<_> = syncs.iter().map(|s| (s.key.clone(), s.value.clone())).collect();
+        assert_eq!(got, vec![(Bytes::from("/a/1"), Bytes::from("1"))]);
+        assert_eq!(end.sequence, 4);
+        assert_eq!(end.subtree, "/a/");
+        assert!(syncs.iter().all(|s| s.sequence == 4), "KVSYNCs carry the snapshot's sequence");
+
+        assert_eq!(writer.set("/a/3", "3", None).await, Ok(Some(5)));
+        assert_eq!(writer.set("/b/2", "4", None).await, Ok(Some(6)));
+        assert_eq!(writer.set("/a/1", "x", None).await, Ok(Some(7)));
+        assert_eq!(writer.delete("/a/3").await, Ok(Some(8)));
+        let mut seen = Vec::new();
+        while seen.last().is_none_or(|(_, _, s)| *s < 8) {
+            seen.push(kv(&raw.next_kvpub().await));
+        }
+        assert_eq!(seen, owned(&[("/a/3", "3", 5), ("/a/1", "x", 7), ("/a/3", "", 8)]));
+        while let Ok(m) = raw.sub.try_recv() {
+            assert_eq!(Update::parse(m.frames()).unwrap(), Update::Hugz, "nothing else for this subtree");
+        }
+
+        let whole = client(&addr, "").await;
+        assert_eq!(
+            whole.snapshot(),
+            Snapshot { sequence: 8, map: map(&[("/a/1", "x"), ("/b/1", "3"), ("/b/2", "4")]) }
+        );
+        let sub = client(&addr, "/b/").await;
+        assert_eq!(sub.snapshot(), Snapshot { sequence: 8, map: map(&[("/b/1", "3"), ("/b/2", "4")]) });
+        // The writer's own replica followed every update.
+        assert_eq!(writer.snapshot(), whole.snapshot());
+    })
+    .await;
+}
+
+/// Behaviour 1 (library): a whole-map client's events after sync come exactly once, in strictly
+/// increasing sequence, and replaying them over its snapshot gives its map.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_events_replay_to_the_replica() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let writer = client(&addr, "").await;
+        writer.set("/k0", "0", None).await.unwrap();
+        let watcher = client(&addr, "").await;
+        let (mut snap, mut events) = watcher.watch();
+        for i in 1..=20u32 {
+            let key = format!("/k{}", i % 7);
+            if i % 5 == 0 {
+                writer.delete(key).await.unwrap();
+            } else {
+                writer.set(key, i.to_string(), None).await.unwrap();
+            }
+        }
+        let mut last = snap.sequence;
+        while last < 21 {
+            match step("event", events.next()).await.unwrap() {
+                Event::Set { key, value, sequence } => {
+                    assert_eq!(sequence, last + 1);
+                    last = sequence;
+                    snap.map.insert(key, value);
+                }
+                Event::Deleted { key, sequence } => {
+                    assert_eq!(sequence, last + 1);
+                    last = sequence;
+                    snap.map.remove(&key);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(snap.map, watcher.snapshot().map);
+        assert_eq!(snap.map, server.map().1);
+    })
+    .await;
+}
+
+/// Behaviour 2: updates with a sequence at or below the snapshot's are ignored — scripted so that
+/// updates 5 and 6 are queued before the snapshot that already contains them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_at_or_below_the_snapshot_sequence_are_ignored() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let client = Client::start(options(&fake.address, "")).unwrap();
+        let mut events = client.events();
+        let (id, subtree) = fake.await_icanhaz().await;
+        assert!(subtree.is_all());
+        fake.publish("a", "old", 5).await;
+        fake.publish("b", "old", 6).await;
+        fake.publish("c", "new", 7).await;
+        fake.reply(&id, &[("a", "new"), ("b", "new")], 6).await;
+        let (_, before) = wait_event(&mut events, |e| matches!(e, Event::Set { key, .. } if key == "c")).await;
+        assert_eq!(
+            before,
+            vec![
+                Event::Set { key: "a".into(), value: "new".into(), sequence: 6 },
+                Event::Set { key: "b".into(), value: "new".into(), sequence: 6 },
+                Event::Synced { server: fake.address.clone(), sequence: 6, keys: 2 },
+            ]
+        );
+        assert_eq!(client.snapshot(), Snapshot { sequence: 7, map: map(&[("a", "new"), ("b", "new"), ("c", "new")]) });
+    })
+    .await;
+}
+
+/// Behaviour 3: every collected update is republished with the next sequence; no gaps across sets,
+/// deletes and TTL expiries; UUID and properties pass through; expiries carry no UUID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_update_is_republished_with_the_next_sequence() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let mut raw = Raw::connect(&addr, "").await;
+        let writer = client(&addr, "").await;
+        assert_eq!(writer.set("a", "1", None).await, Ok(Some(1)));
+        assert_eq!(writer.set("b", "2", Some(Duration::from_millis(500))).await, Ok(Some(2)));
+        assert_eq!(writer.delete("a").await, Ok(Some(3)));
+        assert_eq!(writer.set("c", "3", None).await, Ok(Some(4)));
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            seen.push(raw.next_kvpub().await);
+        }
+        assert_eq!(writer.set("d", "4", None).await, Ok(Some(6)));
+        seen.push(raw.next_kvpub().await);
+        let summary: Vec<_> = seen.iter().map(kv).collect();
+        assert_eq!(
+            summary,
+            owned(&[("a", "1", 1), ("b", "2", 2), ("a", "", 3), ("c", "3", 4), ("b", "", 5), ("d", "4", 6)])
+        );
+        assert_eq!(seen[1].properties.get("ttl"), Some("0.5"));
+        for (i, m) in seen.iter().enumerate() {
+            assert_eq!(m.uuid.is_none(), i == 4, "client updates keep their UUID, the expiry has none");
+        }
+        assert_eq!(server.sequence(), 6);
+        assert_eq!(server.map().1, map(&[("c", "3"), ("d", "4")]));
+    })
+    .await;
+}
+
+/// Behaviour 4: an empty value deletes on the server and on every client, and the key is absent
+/// from later snapshots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_value_deletes_everywhere() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let a = client(&addr, "").await;
+        let b = client(&addr, "/k/").await;
+        let mut a_events = a.events();
+        assert_eq!(a.set("/k/x", "v", None).await, Ok(Some(1)));
+        assert_eq!(a.set("/k/y", "w", None).await, Ok(Some(2)));
+        eventually("b has both keys", || b.len() == 2).await;
+        assert_eq!(b.set("/k/x", "", None).await, Ok(Some(3)));
+        wait_event(&mut a_events, |e| *e == Event::Deleted { key: "/k/x".into(), sequence: 3 }).await;
+        assert_eq!(a.get("/k/x"), None);
+        assert_eq!(b.get("/k/x"), None);
+        assert_eq!(server.get(b"/k/x"), None);
+        let late = client(&addr, "").await;
+        assert_eq!(late.snapshot(), Snapshot { sequence: 3, map: map(&[("/k/y", "w")]) });
+        let raw = Raw::connect(&addr, "/k/").await;
+        let (syncs, end) = raw.snapshot().await;
+        assert_eq!(syncs.iter().map(|s| s.key.clone()).collect::<Vec<_>>(), vec![Bytes::from("/k/y")]);
+        assert_eq!(end.sequence, 3);
+    })
+    .await;
+}
+
+/// Behaviour 5: a subtree client never sees keys outside it, still receives HUGZ, and does not
+/// declare the server lost while its subtree is idle (server ttl 300 ms, 1 s of traffic elsewhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subtree_client_is_isolated_gets_hugz_and_stays_up_while_idle() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let writer = client(&addr, "").await;
+        let mine =
+            synced(Client::start(options(&addr, "/mine/").server_ttl(Duration::from_millis(300))).unwrap()).await;
+        let mut events = mine.events();
+        assert_eq!(writer.set("/mine/k", "v", None).await, Ok(Some(1)));
+        wait_event(&mut events, |e| matches!(e, Event::Set { key, .. } if key == "/mine/k")).await;
+        let mut raw = Raw::connect(&addr, "/mine/").await;
+        raw.clear();
+        let start = Instant::now();
+        let mut n = 0;
+        while start.elapsed() < Duration::from_secs(1) {
+            n += 1;
+            let key = if n % 2 == 0 { format!("/other/{n}") } else { format!("/mine-not/{n}") };
+            writer.set(key, "x", None).await.unwrap();
+        }
+        assert_eq!(writer.set("/mine/k", "w", None).await, Ok(Some(n + 2)));
+        let (_, skipped) = wait_event(&mut events, |e| matches!(e, Event::Set { value, .. } if value == "w")).await;
+        assert!(skipped.is_empty(), "the subtree client saw {skipped:?}");
+        assert_eq!(mine.status(), Status::Active(addr.clone()));
+        assert_eq!(mine.snapshot(), Snapshot { sequence: n + 2, map: map(&[("/mine/k", "w")]) });
+        let mut hugz = 0;
+        loop {
+            match raw.next_update().await {
+                Update::Hugz => hugz += 1,
+                Update::KvPub(m) => {
+                    assert_eq!(kv(&m), ("/mine/k".to_owned(), "w".to_owned(), n + 2));
+                    break;
+                }
+            }
+        }
+        assert!(hugz >= 8, "only {hugz} HUGZ in over a second at a 50 ms interval");
+    })
+    .await;
+}
+
+/// Behaviour 6: ttl T deletes the key T (to within a few ms, not a 1 s sweep) after the server
+/// received it, with a delete to every client; no ttl or ttl 0 never expires; a re-set before
+/// expiry moves the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_expires_at_its_deadline() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let mut raw = Raw::connect(&addr, "").await;
+        let publisher = raw_publisher(&addr, &mut raw).await;
+        let base = server.sequence();
+        let mut zero = KvMsg::new("/zero", "0");
+        zero.properties.insert("ttl", "0").unwrap();
+        publisher.send(zero.to_message()).await.unwrap();
+        assert_eq!(kv(&raw.next_kvpub().await), ("/zero".into(), "0".into(), base + 1));
+
+        let writer = client(&addr, "").await;
+        let watcher = client(&addr, "").await;
+        let mut events = watcher.events();
+        writer.set("/forever", "1", None).await.unwrap();
+        let ttl = Duration::from_millis(300);
+        let t0 = Instant::now();
+        writer.set("/t", "1", Some(ttl)).await.unwrap();
+        let t1 = Instant::now();
+        wait_event(&mut events, |e| matches!(e, Event::Deleted { key, .. } if key == "/t")).await;
+        let t2 = Instant::now();
+        assert!(t2 - t0 >= ttl, "expired after {:?}, before its ttl", t2 - t0);
+        assert!(t2 - t1 < ttl + Duration::from_millis(150), "expired {:?} after the set: too late", t2 - t1);
+
+        let ta = Instant::now();
+        writer.set("/r", "1", Some(ttl)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await; // let part of the ttl elapse
+        let tb = Instant::now();
+        writer.set("/r", "2", Some(ttl)).await.unwrap();
+        wait_event(&mut events, |e| matches!(e, Event::Deleted { key, .. } if key == "/r")).await;
+        let tc = Instant::now();
+        assert!(tc - tb >= ttl, "re-set did not move the deadline ({:?} after the re-set)", tc - tb);
+        assert!(tc - ta >= ttl + Duration::from_millis(150));
+
+        // Expiries were published in sequence like any update, and the rest never expire.
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            seen.push(kv(&raw.next_kvpub().await));
+        }
+        let b = base + 1;
+        assert_eq!(
+            seen,
+            owned(&[
+                ("/forever", "1", b + 1),
+                ("/t", "1", b + 2),
+                ("/t", "", b + 3),
+                ("/r", "1", b + 4),
+                ("/r", "2", b + 5),
+                ("/r", "", b + 6)
+            ])
+        );
+        assert_eq!(server.map().1, map(&[("/forever", "1"), ("/probe", "1"), ("/zero", "0")]));
+        assert_eq!(server.with_state(|s| s.next_expiry()), None);
+        assert_eq!(watcher.snapshot().map, server.map().1);
+        assert_eq!(server.stats().expired, 2);
+    })
+    .await;
+}
+
+/// Behaviour 7: HUGZ keeps arriving at its interval under load, has sequence 0, and never changes
+/// the map.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hugz_keeps_its_interval_under_load_and_never_changes_the_map() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let mut raw = Raw::connect(&addr, "").await;
+        raw.sub.set_rcvhwm(0);
+        let publisher = raw_publisher(&addr, &mut raw).await;
+        let replica = client(&addr, "").await;
+        let observer = tokio::spawn(async move {
+            let (mut hugz, mut updates, mut last_seq) = (Vec::new(), 0u64, 0u64);
+            loop {
+                let msg = raw.sub.recv().await.unwrap();
+                let m = KvMsg::parse(msg.frames()).unwrap();
+                if m.key == "HUGZ" {
+                    assert_eq!((m.sequence, m.uuid, m.body.len()), (0, None, 0));
+                    assert!(m.properties.is_empty());
+                    hugz.push(Instant::now());
+                } else {
+                    assert!(last_seq == 0 || m.sequence == last_seq + 1, "gap: {last_seq} then {}", m.sequence);
+                    last_seq = m.sequence;
+                    updates += 1;
+                    if m.key == "/end" {
+                        return (hugz, updates);
+                    }
+                }
+            }
+        });
+        // Load: 20 000 updates/s (200 every 10 ms) for a second.
+        let hugz_before = server.stats().hugz;
+        let start = Instant::now();
+        let mut sent = 0u64;
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        while start.elapsed() < Duration::from_secs(1) {
+            tick.tick().await;
+            for _ in 0..200 {
+                sent += 1;
+                let m = KvMsg::new(format!("/load/{}", sent % 100), format!("{sent}"));
+                publisher.send(m.to_message()).await.unwrap();
+            }
+        }
+        let hugz_sent = server.stats().hugz - hugz_before;
+        let elapsed = start.elapsed();
+        // The publisher drops at its HWM when the server falls behind: repeat the end marker.
+        let mut observer = observer;
+        let (hugz, updates) = step("observer", async {
+            loop {
+                publisher.send(KvMsg::new("/end", "1").to_message()).await.unwrap();
+                if let Ok(done) = tokio::time::timeout(Duration::from_millis(100), &mut observer).await {
+                    return done.unwrap();
+                }
+            }
+        })
+        .await;
+        let gaps: Vec<Duration> = hugz.windows(2).map(|w| w[1] - w[0]).collect();
+        let max_gap = gaps.iter().max().copied().unwrap_or_default();
+        eprintln!(
+            "hugz: sent {hugz_sent} in {elapsed:?}, max gap at receiver {max_gap:?}, {updates} updates of {sent}"
+        );
+        // The server sent HUGZ on schedule while loaded...
+        let nominal = (elapsed.as_millis() / HUGZ.as_millis()) as u64;
+        assert!(hugz_sent * 10 >= nominal * 8, "{hugz_sent} HUGZ sent in {elapsed:?} ({nominal} nominal)");
+        // ...and they reached the subscriber without a silence anywhere near a client's server ttl.
+        assert!(hugz.len() >= 10, "{} HUGZ received", hugz.len());
+        assert!(
+            max_gap < Duration::from_millis(300),
+            "HUGZ gap of {max_gap:?} under load: {gaps:?}, {updates} updates, sent {sent}"
+        );
+        eventually("replica caught up", || replica.sequence() == server.sequence()).await;
+        assert_eq!(replica.snapshot().map, server.map().1);
+        assert_eq!(server.stats().updates, server.sequence(), "HUGZ took no sequence");
+        assert!(updates >= 2);
+    })
+    .await;
+}
+
+/// Behaviour 11 (single server): with the server down the client keeps cycling without crashing,
+/// and re-syncs (dropping what the old server had) when a server returns at that address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_cycles_while_the_server_is_down_and_resyncs_when_it_returns() {
+    bounded(async {
+        let first = server().await;
+        let addr = first.address().clone();
+        let c = synced(Client::start(options(&addr, "").server_ttl(Duration::from_millis(300))).unwrap()).await;
+        c.set("/old", "1", None).await.unwrap();
+        let mut events = c.events();
+        first.shutdown().await;
+        for _ in 0..3 {
+            wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await;
+        }
+        assert!(matches!(c.status(), Status::Connecting(_) | Status::Syncing(_)));
+        let second = server_with(|cfg| cfg.port = addr.port()).await;
+        let writer = client(&addr, "").await;
+        assert_eq!(writer.set("/new", "2", None).await, Ok(Some(1)));
+        // The re-sync reports /old deleted (absent from the new server) and /new set, in some order.
+        let (mut deleted, mut set) = (false, false);
+        while !(deleted && set) {
+            match step("event", events.next()).await.unwrap() {
+                Event::Deleted { key, .. } if key == "/old" => deleted = true,
+                Event::Set { key, .. } if key == "/new" => set = true,
+                _ => {}
+            }
+        }
+        eventually("client in sync with the new server", || c.snapshot().map == second.map().1).await;
+        assert_eq!(c.snapshot().map, map(&[("/new", "2")]));
+    })
+    .await;
+}
+
+/// A skipped sequence (lost updates) makes a whole-map client re-sync (default policy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequence_gap_triggers_a_resync() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let client = Client::start(options(&fake.address, "")).unwrap();
+        let mut events = client.events();
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[("a", "1")], 6).await;
+        step("sync", client.synced()).await.unwrap();
+        fake.publish("a", "2", 7).await;
+        fake.publish("a", "4", 9).await;
+        wait_event(&mut events, |e| *e == Event::Gap { expected: 8, got: 9 }).await;
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[("a", "4"), ("b", "x")], 9).await;
+        let (_, skipped) = wait_event(&mut events, |e| matches!(e, Event::Synced { sequence: 9, .. })).await;
+        assert!(skipped.contains(&Event::Set { key: "a".into(), value: "4".into(), sequence: 9 }));
+        assert_eq!(client.snapshot(), Snapshot { sequence: 9, map: map(&[("a", "4"), ("b", "x")]) });
+    })
+    .await;
+}
+
+/// With [`GapPolicy::Fail`] a gap stops the client with an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequence_gap_fails_the_client_under_the_fail_policy() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let client = Client::start(options(&fake.address, "").gap_policy(GapPolicy::Fail)).unwrap();
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[], 1).await;
+        step("sync", client.synced()).await.unwrap();
+        fake.publish("a", "1", 2).await;
+        fake.publish("a", "2", 4).await;
+        let mut status = client.status_watch();
+        step("failed", status.wait_for(|s| matches!(s, Status::Failed(_)))).await.unwrap();
+        assert!(matches!(client.set("x", "1", None).await, Err(ClientError::Failed(_) | ClientError::Closed)));
+        assert!(matches!(client.synced().await, Err(ClientError::Failed(why)) if why.contains("gap")));
+        assert_eq!(client.get("a").as_deref(), Some(&b"1"[..]));
+    })
+    .await;
+}
+
+/// A sequence going backwards (a restarted server behind the same address) means server loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequence_regression_means_server_lost() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let client = Client::start(options(&fake.address, "")).unwrap();
+        let mut events = client.events();
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[], 10).await;
+        fake.publish("a", "1", 11).await;
+        fake.publish("a", "restarted", 1).await;
+        let (lost, _) = wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await;
+        assert!(matches!(lost, Event::ServerLost { reason, .. } if reason.contains("back")));
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[("a", "restarted")], 1).await;
+        wait_event(&mut events, |e| matches!(e, Event::Synced { sequence: 1, .. })).await;
+        assert_eq!(client.snapshot(), Snapshot { sequence: 1, map: map(&[("a", "restarted")]) });
+    })
+    .await;
+}
+
+/// Missing HUGZ for the server ttl means server loss; the client then starts over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silence_means_server_lost() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let ttl = Duration::from_millis(300);
+        let client = Client::start(options(&fake.address, "").server_ttl(ttl)).unwrap();
+        let mut events = client.events();
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[("k", "v")], 3).await;
+        step("sync", client.synced()).await.unwrap();
+        let quiet = Instant::now();
+        let (lost, _) = wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await;
+        let after = quiet.elapsed();
+        assert!(matches!(lost, Event::ServerLost { reason, .. } if reason.contains("HUGZ")));
+        assert!(after >= ttl - Duration::from_millis(50) && after < Duration::from_secs(2), "lost after {after:?}");
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[("k", "v2")], 4).await;
+        wait_event(&mut events, |e| matches!(e, Event::Synced { sequence: 4, .. })).await;
+        assert_eq!(client.get("k").as_deref(), Some(&b"v2"[..]));
+    })
+    .await;
+}
+
+/// `set` is held until the client is in sync, carries a UUID, and returns the sequence the server
+/// gave it; a key outside the client's subtree is sent once, unconfirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_waits_for_sync_carries_a_uuid_and_returns_the_sequence() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let client = Client::start(options(&fake.address, "/a/")).unwrap();
+        let pending = tokio::spawn({
+            let client = client.clone();
+            async move { client.set("/a/k", "v", Some(Duration::from_secs(30))).await }
+        });
+        let (id, subtree) = fake.await_icanhaz().await;
+        assert_eq!(subtree.as_bytes(), b"/a/");
+        fake.reply(&id, &[], 41).await;
+        let msg = step("KVSET", fake.collector.recv()).await.unwrap();
+        let set = chp::command::KvSet::parse(msg.frames()).unwrap().0;
+        assert_eq!((set.key.as_ref(), set.body.as_ref(), set.sequence), (&b"/a/k"[..], &b"v"[..], 0));
+        assert!(set.uuid.is_some());
+        assert_eq!(set.properties.get("ttl"), Some("30"));
+        let mut echo = set.clone();
+        echo.sequence = 42;
+        fake.publisher.send(echo.to_message()).await.unwrap();
+        assert_eq!(step("set returns", pending).await.unwrap(), Ok(Some(42)));
+        assert_eq!(client.get("/a/k").as_deref(), Some(&b"v"[..]));
+
+        assert_eq!(client.set("/b/k", "v", None).await, Ok(None));
+        let msg = step("KVSET", fake.collector.recv()).await.unwrap();
+        assert_eq!(msg[0], "/b/k");
+        assert!(matches!(client.set("HUGZ", "x", None).await, Err(ClientError::InvalidKey { .. })));
+        assert!(matches!(client.set("", "x", None).await, Err(ClientError::InvalidKey { .. })));
+    })
+    .await;
+}

@@ -1,0 +1,31 @@
+//! The frame codec under arbitrary chunking and limits: never panics, never buffers more than what arrived
+//! plus one read chunk, and every decoded frame respects the limit.
+#![no_main]
+use bytes::BytesMut;
+use libfuzzer_sys::fuzz_target;
+use tokio_util::codec::Decoder;
+use zmtp::wire::FrameCodec;
+use zmtp::wire::frame::READ_CHUNK;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&[chunk, limit], bytes)) = data.split_first_chunk::<2>() else { return };
+    let chunk = (chunk as usize % 64) + 1;
+    let max = if limit == 0 { None } else { Some(limit as u64 * 16) };
+    let mut codec = FrameCodec::new(max);
+    let mut buf = BytesMut::new();
+    for piece in bytes.chunks(chunk) {
+        buf.extend_from_slice(piece);
+        loop {
+            match codec.decode(&mut buf) {
+                Ok(Some(frame)) => {
+                    if let Some(max) = max {
+                        assert!(frame.body.len() as u64 <= max);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+        assert!(buf.capacity() <= bytes.len() + READ_CHUNK + 1024, "capacity {} for {} input bytes", buf.capacity(), bytes.len());
+    }
+});

@@ -1,0 +1,288 @@
+//! `ppp`: run a Paranoid Pirate queue, echo worker or Lazy Pirate client from the command line.
+#![forbid(unsafe_code)]
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio::time::Instant;
+use zmtp::Message;
+
+/// Reliable request-reply with a pool of workers: the Paranoid Pirate Protocol (ZeroMQ RFC 6/PPP).
+///
+/// Start a queue, one or more workers, then a client, each in its own terminal:
+///
+///   ppp queue                      # clients on tcp://*:5555, workers on tcp://*:5556
+///   ppp worker                     # an echo worker (try --slow-ms 500 or --crash-after 5)
+///   ppp client --requests 10       # sends "1" … "10", prints each reply and a summary
+///
+/// Kill and restart workers or the queue while the client runs: workers reconnect with backoff,
+/// the queue re-dispatches requests of dead workers, the client retries after a timeout.
+/// Logs go to stderr (RUST_LOG overrides the level).
+#[derive(Parser, Debug)]
+#[command(name = "ppp", version, verbatim_doc_comment)]
+struct Cli {
+    /// Log debug details too (each request, each reconnect step).
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the queue (broker): clients connect to the frontend, workers to the backend.
+    ///
+    /// Prints the bound endpoints ("frontend: …", "backend: …") on stdout, then runs until Ctrl-C.
+    Queue(QueueArgs),
+    /// Run an echo worker connected to a queue's backend.
+    ///
+    /// Replies to each request with the request itself. Use --slow-ms and --crash-after to watch
+    /// the queue and the clients cope with slow and crashing workers.
+    Worker(WorkerArgs),
+    /// Send requests through a queue and print the replies (Lazy Pirate: timeout, retry, reconnect).
+    ///
+    /// Sends "1", "2", … one at a time and expects each to be echoed back. Exits with status 1 if a
+    /// request gets no reply after all retries, 2 if a reply differs from its request.
+    Client(ClientArgs),
+}
+
+#[derive(Args, Debug)]
+struct QueueArgs {
+    /// Endpoint clients connect to (tcp://HOST:PORT, ipc://PATH; port * picks a free one).
+    #[arg(long, default_value = "tcp://*:5555", value_name = "EP")]
+    frontend: String,
+    /// Endpoint workers connect to.
+    #[arg(long, default_value = "tcp://*:5556", value_name = "EP")]
+    backend: String,
+    /// Heartbeat intervals a worker may stay silent before it is purged (HEARTBEAT_LIVENESS).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    liveness: u32,
+    /// Heartbeat interval in milliseconds (HEARTBEAT_INTERVAL).
+    #[arg(long, default_value_t = 1000, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    interval_ms: u64,
+    /// Most requests waiting for a free worker.
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_pending: u64,
+    /// When --max-pending requests wait: stop reading clients (backpressure) or drop the oldest.
+    #[arg(long, value_enum, default_value_t = OverflowArg::Backpressure)]
+    overflow: OverflowArg,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OverflowArg {
+    /// Stop reading new requests until a worker frees up (nothing is dropped).
+    Backpressure,
+    /// Keep reading and drop the oldest waiting request (its client will retry).
+    DropOldest,
+}
+
+#[derive(Args, Debug)]
+struct WorkerArgs {
+    /// The queue's backend endpoint.
+    #[arg(long, default_value = "tcp://127.0.0.1:5556", value_name = "EP")]
+    connect: String,
+    /// Heartbeat intervals of queue silence before reconnecting (HEARTBEAT_LIVENESS).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    liveness: u32,
+    /// Heartbeat interval in milliseconds (HEARTBEAT_INTERVAL).
+    #[arg(long, default_value_t = 1000, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    interval_ms: u64,
+    /// First reconnect delay in milliseconds; doubles after each failed attempt (INTERVAL_INIT).
+    #[arg(long, default_value_t = 1000, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    reconnect_init_ms: u64,
+    /// Largest reconnect delay in milliseconds (INTERVAL_MAX).
+    #[arg(long, default_value_t = 32000, value_name = "MS")]
+    reconnect_max_ms: u64,
+    /// Simulate slow work: wait this long before each reply (heartbeats continue meanwhile).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    slow_ms: u64,
+    /// Simulate a crash: serve N requests, then exit abruptly (status 3) when the next one arrives.
+    #[arg(long, value_name = "N")]
+    crash_after: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct ClientArgs {
+    /// The queue's frontend endpoint.
+    #[arg(long, default_value = "tcp://127.0.0.1:5555", value_name = "EP")]
+    connect: String,
+    /// Requests to send, one after the other.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    requests: u64,
+    /// Milliseconds to wait for each reply before resending (REQUEST_TIMEOUT).
+    #[arg(long, default_value_t = 2500, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout_ms: u64,
+    /// Attempts per request, the first included, before giving up (REQUEST_RETRIES).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    retries: u32,
+    /// Print only the summary, not each reply.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn init_logging(verbose: bool) {
+    let default = if verbose { "ppp=debug,info" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        Command::Queue(args) => run_queue(args).await,
+        Command::Worker(args) => run_worker(args).await,
+        Command::Client(args) => run_client(args).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("ppp: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on Ctrl-C (or SIGTERM on Unix).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn run_queue(args: QueueArgs) -> Result<ExitCode, String> {
+    let queue = ppp::Queue {
+        frontend: args.frontend,
+        backend: args.backend,
+        liveness: args.liveness,
+        interval: Duration::from_millis(args.interval_ms),
+        max_pending: usize::try_from(args.max_pending).unwrap_or(usize::MAX),
+        overflow: match args.overflow {
+            OverflowArg::Backpressure => ppp::Overflow::Backpressure,
+            OverflowArg::DropOldest => ppp::Overflow::DropOldest,
+        },
+    }
+    .spawn()
+    .await
+    .map_err(|e| e.to_string())?;
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "frontend: {}", queue.frontend());
+        let _ = writeln!(out, "backend: {}", queue.backend());
+        let _ = out.flush();
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    queue.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_worker(args: WorkerArgs) -> Result<ExitCode, String> {
+    let served = Arc::new(AtomicU64::new(0));
+    let slow = Duration::from_millis(args.slow_ms);
+    let crash_after = args.crash_after;
+    let handler = move |request: Message| {
+        let served = served.clone();
+        async move {
+            let n = served.fetch_add(1, Ordering::SeqCst);
+            if crash_after.is_some_and(|limit| n >= limit) {
+                tracing::warn!(served = n, "simulating a crash");
+                std::process::exit(3);
+            }
+            tracing::debug!(frames = request.len(), "request received");
+            if !slow.is_zero() {
+                tokio::time::sleep(slow).await;
+            }
+            request
+        }
+    };
+    let worker = ppp::Worker {
+        endpoint: args.connect.clone(),
+        liveness: args.liveness,
+        interval: Duration::from_millis(args.interval_ms),
+        reconnect_init: Duration::from_millis(args.reconnect_init_ms),
+        reconnect_max: Duration::from_millis(args.reconnect_max_ms),
+    }
+    .spawn(handler)
+    .await
+    .map_err(|e| format!("cannot connect to {:?}: {e}", args.connect))?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    worker.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(msg: &Message) -> String {
+    msg.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>().join(" | ")
+}
+
+async fn run_client(args: ClientArgs) -> Result<ExitCode, String> {
+    let config = ppp::ClientConfig { timeout: Duration::from_millis(args.timeout_ms), retries: args.retries };
+    let mut client = ppp::Client::connect(args.connect.clone(), config)
+        .await
+        .map_err(|e| format!("cannot connect to {:?}: {e}", args.connect))?;
+    let started = Instant::now();
+    let (mut replies, mut mismatches) = (0u64, 0u64);
+    let mut failure = None;
+    let mut out = std::io::stdout();
+    for i in 1..=args.requests {
+        let request = Message::single(i.to_string());
+        match client.request(request.clone()).await {
+            Ok(reply) => {
+                replies += 1;
+                if reply != request {
+                    mismatches += 1;
+                    let _ = writeln!(out, "reply {i}: {} (MISMATCH: expected {i})", show(&reply));
+                } else if !args.quiet {
+                    let _ = writeln!(out, "reply {i}: {}", show(&reply));
+                }
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    let rate = replies as f64 / elapsed.as_secs_f64().max(1e-9);
+    let _ = writeln!(
+        out,
+        "summary: requests={} replies={replies} resends={} stale_replies={} mismatches={mismatches} elapsed_ms={} rate={rate:.0}/s",
+        args.requests,
+        client.resends(),
+        client.stale_replies(),
+        elapsed.as_millis()
+    );
+    let _ = out.flush();
+    if let Some(e) = failure {
+        eprintln!("ppp: error: {e}");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(if mismatches > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}

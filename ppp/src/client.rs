@@ -1,0 +1,183 @@
+//! The Lazy Pirate client: reliable request-reply on top of an unreliable server, by timeout, retry
+//! and socket re-creation (the Guide's `lpclient`).
+//!
+//! The client behaves like a REQ socket (one request at a time, each answered once) but is built on
+//! a DEALER so that it can match replies to requests: every request carries a sequence number as
+//! an address frame, `[sequence, "", content…]`. PPP workers echo the address stack, so the reply
+//! comes back as `[sequence, "", reply…]`; a reply with any other sequence (a late answer to an
+//! earlier request) is ignored. After `timeout` without the right reply the socket is closed, a new
+//! one is connected (a fresh identity, so nothing stale can reach it) and the same request is sent
+//! again; after `retries` attempts in all, [`ClientError::NoReply`] says the server is unreachable.
+//! It also works directly against a REP-style server that echoes the envelope (any ROUTER-based
+//! PPP queue does).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::{Instant, timeout_at};
+use zmtp::{Message, Socket, SocketType};
+
+use crate::protocol::Envelope;
+
+/// Timeout and retries; defaults are the Guide's (2500 ms, 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// How long to wait for each attempt's reply (REQUEST_TIMEOUT). Default 2500 ms.
+    pub timeout: Duration,
+    /// Attempts in all before giving up, the first included (REQUEST_RETRIES, as the Guide counts
+    /// it: one send plus two resends). Default 3.
+    pub retries: u32,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig { timeout: Duration::from_millis(2500), retries: 3 }
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Every attempt timed out.
+    #[error(
+        "no reply from {endpoint} after {attempts} attempt(s) of {} ms each: the server seems to be offline",
+        timeout.as_millis()
+    )]
+    NoReply {
+        /// The server endpoint.
+        endpoint: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The timeout of each attempt.
+        timeout: Duration,
+    },
+    /// The request had no frames.
+    #[error("a request needs at least one frame")]
+    EmptyRequest,
+    /// The configuration is out of range (zero retries or timeout).
+    #[error("invalid client configuration: {0}")]
+    Config(&'static str),
+    /// A socket error (e.g. an invalid endpoint).
+    #[error(transparent)]
+    Socket(#[from] zmtp::Error),
+}
+
+/// A Lazy Pirate client connected to one server endpoint.
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ppp::ClientError> {
+/// let mut client = ppp::Client::connect("tcp://127.0.0.1:5555", ppp::ClientConfig::default()).await?;
+/// match client.request("hello").await {
+///     Ok(reply) => println!("reply: {:?}", reply[0]),
+///     Err(e) => eprintln!("{e}"), // "no reply from tcp://127.0.0.1:5555 after 3 attempt(s) …"
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Client {
+    endpoint: String,
+    config: ClientConfig,
+    socket: Option<Socket>,
+    sequence: u64,
+    resends: u64,
+    stale: u64,
+}
+
+impl Client {
+    /// Checks the configuration and connects (in the background: a server that is down is only
+    /// noticed when a request times out).
+    pub async fn connect(endpoint: impl Into<String>, config: ClientConfig) -> Result<Client, ClientError> {
+        if config.retries == 0 {
+            return Err(ClientError::Config("retries must be at least 1"));
+        }
+        if config.timeout.is_zero() {
+            return Err(ClientError::Config("timeout must be positive"));
+        }
+        let mut client = Client { endpoint: endpoint.into(), config, socket: None, sequence: 0, resends: 0, stale: 0 };
+        client.socket = Some(client.open().await?);
+        Ok(client)
+    }
+
+    async fn open(&self) -> Result<Socket, ClientError> {
+        let socket = Socket::new(SocketType::Dealer);
+        socket.set_linger(Some(Duration::ZERO));
+        socket.connect(&self.endpoint).await?;
+        Ok(socket)
+    }
+
+    /// The server endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Resends so far (attempts after the first, over all requests).
+    pub fn resends(&self) -> u64 {
+        self.resends
+    }
+
+    /// Replies ignored so far because their sequence number was not the current request's.
+    pub fn stale_replies(&self) -> u64 {
+        self.stale
+    }
+
+    /// Sends a request and waits for its reply, resending on a fresh socket after each timeout.
+    pub async fn request(&mut self, request: impl Into<Message>) -> Result<Message, ClientError> {
+        let request = request.into();
+        if request.is_empty() {
+            return Err(ClientError::EmptyRequest);
+        }
+        self.sequence += 1;
+        let sequence = Bytes::copy_from_slice(&self.sequence.to_be_bytes());
+        let wire = Envelope::new(vec![sequence.clone()]).wrap(request);
+        for attempt in 1..=self.config.retries {
+            if attempt > 1 {
+                self.resends += 1;
+            }
+            let socket = match &self.socket {
+                Some(s) => s.clone(),
+                None => {
+                    let s = self.open().await?;
+                    self.socket = Some(s.clone());
+                    s
+                }
+            };
+            let deadline = Instant::now() + self.config.timeout;
+            match timeout_at(deadline, self.attempt(&socket, wire.clone(), &sequence)).await {
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => {
+                    // Lazy Pirate: the socket may be wedged on a dead server; start afresh.
+                    self.socket = None;
+                    if attempt < self.config.retries {
+                        tracing::warn!(attempt, endpoint = %self.endpoint, "no reply; reconnecting and resending");
+                    }
+                }
+            }
+        }
+        tracing::error!(endpoint = %self.endpoint, attempts = self.config.retries, "server seems to be offline, abandoning");
+        Err(ClientError::NoReply {
+            endpoint: self.endpoint.clone(),
+            attempts: self.config.retries,
+            timeout: self.config.timeout,
+        })
+    }
+
+    /// One attempt: send, then read until the reply with our sequence number arrives.
+    async fn attempt(&mut self, socket: &Socket, wire: Message, sequence: &Bytes) -> zmtp::Result<Message> {
+        socket.send(wire).await?;
+        loop {
+            let msg = socket.recv().await?;
+            match Envelope::split(msg) {
+                Ok((envelope, content)) if envelope.addresses() == std::slice::from_ref(sequence) => {
+                    return Ok(content);
+                }
+                Ok(_) => {
+                    self.stale += 1;
+                    tracing::debug!("reply with a stale sequence number ignored");
+                }
+                Err(error) => tracing::warn!(%error, "malformed reply ignored"),
+            }
+        }
+    }
+}

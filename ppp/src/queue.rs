@@ -1,0 +1,653 @@
+//! The Paranoid Pirate queue: a broker between Lazy Pirate clients (frontend ROUTER) and PPP workers
+//! (backend ROUTER), in the role the spec calls "client" towards its workers.
+//!
+//! What it does, and how it differs from the Guide's `ppqueue`:
+//!
+//! - **Registration.** A worker exists for the queue only after its READY. HEARTBEATs and replies
+//!   from a worker the queue does not know are logged and dropped (the spec: "the first message in
+//!   any conversation MUST be W:READY"); such a worker notices the silence and reconnects with READY.
+//! - **LRU.** Idle workers wait in least-recently-used order; a request goes to the longest-idle one.
+//!   A worker becomes idle on READY and on a reply, *never* on a HEARTBEAT: the reference queue
+//!   re-queues a worker on any message, so a busy worker's heartbeat can earn it a second request.
+//! - **Heartbeats to every worker**, idle or busy, every `interval` (the spec: both peers heartbeat).
+//! - **Expiry.** A worker silent for `liveness × interval` is purged. A worker whose connection
+//!   drops (a crashed process) is purged at once: the backend's connection monitor reports the
+//!   disconnect, and a probe HEARTBEAT to each worker finds the one that can no longer be routed to
+//!   (the spec: stop sending to a worker once it is known to be gone).
+//! - **Re-dispatch.** A request whose worker is purged, or which restarts its conversation with
+//!   READY, goes back to the *front* of the pending queue and on to the next idle worker. Each
+//!   dispatch carries a fresh tag as an extra address frame (the worker echoes the address stack),
+//!   and a reply is forwarded only if it carries the tag of that worker's current request: a late
+//!   reply from an expired or restarted worker is dropped, so a client never sees two replies.
+//! - **Bounded pending queue.** Requests that arrive while no worker is idle wait in a queue of at
+//!   most `max_pending`. When it is full, [`Overflow::Backpressure`] (default) stops reading the
+//!   frontend, so nothing is dropped: further requests wait in the socket's per-client buffers
+//!   (RCVHWM) and then in TCP; [`Overflow::DropOldest`] keeps reading and drops the oldest pending
+//!   request (its client's Lazy Pirate retry recovers it).
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until};
+use zmtp::{Message, MonitorEvent, Socket, SocketType};
+
+use crate::protocol::{Command, Envelope, ProtocolError};
+use crate::{EVENT_CAPACITY, display_id};
+
+/// What to do with a new request when `max_pending` requests are already waiting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Overflow {
+    /// Stop reading the frontend until a request leaves the queue (nothing is dropped; senders are
+    /// slowed by the sockets' HWMs and TCP flow control).
+    #[default]
+    Backpressure,
+    /// Keep reading and drop the oldest pending request (logged; the client's retry recovers it).
+    DropOldest,
+}
+
+/// Configuration of a queue; every constant defaults to the Guide's value.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ppp::QueueError> {
+/// use std::time::Duration;
+/// let queue = ppp::Queue {
+///     interval: Duration::from_millis(500),
+///     ..ppp::Queue::new("tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
+/// }
+/// .spawn()
+/// .await?;
+/// println!("clients connect to {}, workers to {}", queue.frontend(), queue.backend());
+/// queue.stop().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Queue {
+    /// Endpoint clients connect to (ROUTER). Default `tcp://*:5555`.
+    pub frontend: String,
+    /// Endpoint workers connect to (ROUTER). Default `tcp://*:5556`.
+    pub backend: String,
+    /// Missed heartbeat intervals after which a silent worker is purged. Default 3.
+    pub liveness: u32,
+    /// Heartbeat interval. Default 1000 ms.
+    pub interval: Duration,
+    /// Most requests waiting for an idle worker. Default 1000.
+    pub max_pending: usize,
+    /// What happens when `max_pending` is reached. Default [`Overflow::Backpressure`].
+    pub overflow: Overflow,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue {
+            frontend: "tcp://*:5555".into(),
+            backend: "tcp://*:5556".into(),
+            liveness: 3,
+            interval: Duration::from_millis(1000),
+            max_pending: 1000,
+            overflow: Overflow::Backpressure,
+        }
+    }
+}
+
+/// Why a queue could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// Binding an endpoint failed (bad syntax, address in use, …).
+    #[error("cannot bind the {side} endpoint {endpoint:?}: {source}")]
+    Bind {
+        /// "frontend" or "backend".
+        side: &'static str,
+        /// The endpoint as given.
+        endpoint: String,
+        /// The socket error.
+        source: zmtp::Error,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid queue configuration: {0}")]
+    Config(&'static str),
+}
+
+/// Something noteworthy the queue did (also logged with `tracing`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QueueEvent {
+    /// A worker sent READY and joined the idle list.
+    WorkerReady {
+        /// Its routing id.
+        worker: Bytes,
+    },
+    /// A worker was silent for `liveness × interval` and was purged.
+    WorkerExpired {
+        /// Its routing id.
+        worker: Bytes,
+        /// How long it had been silent.
+        silent_for: Duration,
+    },
+    /// A message to a worker could not be routed (its connection is gone); it was purged.
+    WorkerDisconnected {
+        /// Its routing id.
+        worker: Bytes,
+    },
+    /// A request whose worker was lost (expired, disconnected, or restarted with READY) was put
+    /// back at the front of the pending queue.
+    Redispatched {
+        /// The worker that lost it.
+        worker: Bytes,
+    },
+    /// A reply was dropped instead of forwarded (unknown worker, stale tag, malformed).
+    ReplyDropped {
+        /// The worker that sent it.
+        worker: Bytes,
+        /// Why.
+        reason: String,
+    },
+    /// A malformed message (unknown command, missing envelope) was dropped.
+    Malformed {
+        /// "frontend" or "backend".
+        side: &'static str,
+        /// What was wrong.
+        error: ProtocolError,
+    },
+    /// With [`Overflow::DropOldest`]: the oldest pending request was dropped.
+    RequestDropped,
+}
+
+/// Counters and gauges of a running queue, from [`QueueHandle::stats`] (refreshed after every
+/// batch of messages the queue handles).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Registered workers.
+    pub workers: usize,
+    /// Registered workers without a request.
+    pub idle: usize,
+    /// Requests waiting for a worker.
+    pub pending: usize,
+    /// Valid requests received from clients.
+    pub requests: u64,
+    /// Replies forwarded to clients.
+    pub replies: u64,
+    /// Requests put back in the queue because their worker was lost.
+    pub redispatched: u64,
+    /// Replies dropped (late, unknown worker, malformed).
+    pub replies_dropped: u64,
+    /// Requests dropped because the pending queue was full ([`Overflow::DropOldest`]).
+    pub requests_dropped: u64,
+}
+
+impl Queue {
+    /// The reference configuration on the given endpoints.
+    pub fn new(frontend: impl Into<String>, backend: impl Into<String>) -> Self {
+        Queue { frontend: frontend.into(), backend: backend.into(), ..Queue::default() }
+    }
+
+    /// Binds both endpoints and runs the queue in a background task until the handle is stopped or
+    /// dropped.
+    pub async fn spawn(self) -> Result<QueueHandle, QueueError> {
+        if self.liveness == 0 {
+            return Err(QueueError::Config("liveness must be at least 1"));
+        }
+        if self.interval.is_zero() {
+            return Err(QueueError::Config("interval must be positive"));
+        }
+        if self.max_pending == 0 {
+            return Err(QueueError::Config("max_pending must be at least 1"));
+        }
+        let frontend = Socket::new(SocketType::Router);
+        let backend = Socket::new(SocketType::Router);
+        let backend_events = backend.monitor();
+        // Routing to a vanished worker must fail loudly, so its request is not silently lost.
+        backend.set_router_mandatory(true);
+        // A worker that reconnects under the same identity replaces its stale connection.
+        backend.set_router_handover(true);
+        for s in [&frontend, &backend] {
+            s.set_linger(Some(self.interval));
+        }
+        let frontend_ep = frontend.bind(&self.frontend).await.map_err(|source| QueueError::Bind {
+            side: "frontend",
+            endpoint: self.frontend.clone(),
+            source,
+        })?;
+        let backend_ep = backend.bind(&self.backend).await.map_err(|source| QueueError::Bind {
+            side: "backend",
+            endpoint: self.backend.clone(),
+            source,
+        })?;
+        tracing::info!(frontend = %frontend_ep, backend = %backend_ep, "queue listening");
+        let (events_tx, events) = broadcast::channel(EVENT_CAPACITY);
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let broker = Broker {
+            frontend,
+            backend,
+            backend_events,
+            liveness_span: self.interval * self.liveness,
+            interval: self.interval,
+            max_pending: self.max_pending,
+            overflow: self.overflow,
+            workers: HashMap::new(),
+            idle: VecDeque::new(),
+            pending: VecDeque::new(),
+            next_tag: rand::random::<u64>(),
+            next_expiry_check: None,
+            events: events_tx.clone(),
+            stats: QueueStats::default(),
+            published: Arc::default(),
+        };
+        let stats = broker.published.clone();
+        let task = tokio::spawn(broker.run(stop_rx));
+        Ok(QueueHandle {
+            frontend: frontend_ep,
+            backend: backend_ep,
+            stop: Some(stop_tx),
+            task,
+            events,
+            events_tx,
+            stats,
+        })
+    }
+}
+
+/// A running queue. Dropping the handle stops the queue too.
+#[derive(Debug)]
+pub struct QueueHandle {
+    frontend: String,
+    backend: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+    events: broadcast::Receiver<QueueEvent>,
+    events_tx: broadcast::Sender<QueueEvent>,
+    stats: Arc<Mutex<QueueStats>>,
+}
+
+impl QueueHandle {
+    /// A snapshot of the queue's counters.
+    pub fn stats(&self) -> QueueStats {
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The frontend endpoint as bound (wildcards resolved).
+    pub fn frontend(&self) -> &str {
+        &self.frontend
+    }
+
+    /// The backend endpoint as bound (wildcards resolved).
+    pub fn backend(&self) -> &str {
+        &self.backend
+    }
+
+    /// The next event since the queue started (events older than the last 1024 are skipped);
+    /// `None` once the queue has stopped.
+    pub async fn next_event(&mut self) -> Option<QueueEvent> {
+        loop {
+            match self.events.recv().await {
+                Ok(ev) => return Some(ev),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// An independent receiver of the events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<QueueEvent> {
+        self.events_tx.subscribe()
+    }
+
+    /// True once the queue task has ended.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Stops the queue, closes its sockets (flushing for up to one interval) and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+/// A request waiting for, or held by, a worker: `[client address…, "", content…]`.
+type Request = Message;
+
+#[derive(Debug)]
+struct WorkerState {
+    /// Last time the worker was heard from.
+    seen: Instant,
+    /// The request it is working on, with the tag it was sent with.
+    job: Option<(u64, Request)>,
+}
+
+/// Messages handled per wake-up before timers get a look in.
+const BATCH: usize = 128;
+
+struct Broker {
+    frontend: Socket,
+    backend: Socket,
+    /// Connection events of the backend: a dropped connection triggers a probe of the workers.
+    backend_events: zmtp::Monitor,
+    liveness_span: Duration,
+    interval: Duration,
+    max_pending: usize,
+    overflow: Overflow,
+    workers: HashMap<Bytes, WorkerState>,
+    /// Invariant: a known worker is in `idle` exactly when it has no job. Front = longest idle.
+    idle: VecDeque<Bytes>,
+    pending: VecDeque<Request>,
+    next_tag: u64,
+    /// No worker expires before this (a lower bound: refreshing a worker only moves it later).
+    next_expiry_check: Option<Instant>,
+    events: broadcast::Sender<QueueEvent>,
+    /// Counters (the gauges are filled in when published).
+    stats: QueueStats,
+    published: Arc<Mutex<QueueStats>>,
+}
+
+impl Broker {
+    async fn run(mut self, mut stop: oneshot::Receiver<()>) {
+        let mut next_heartbeat = Instant::now() + self.interval;
+        let timer = sleep_until(next_heartbeat);
+        tokio::pin!(timer);
+        loop {
+            let wake = self.next_expiry_check.map_or(next_heartbeat, |e| e.min(next_heartbeat));
+            if timer.deadline() != wake {
+                timer.as_mut().reset(wake);
+            }
+            let read_frontend = self.overflow == Overflow::DropOldest || self.pending.len() < self.max_pending;
+            let outcome = tokio::select! {
+                _ = &mut stop => break,
+                r = self.backend.recv() => r.map(|m| self.on_backend(m)).and_then(|()| self.drain()),
+                r = self.frontend.recv(), if read_frontend => r.map(|m| self.on_frontend(m)).and_then(|()| self.drain()),
+                Some(ev) = self.backend_events.next_event() => match ev {
+                    MonitorEvent::Disconnected { .. } => {
+                        // Whatever the peer sent before it went counts (a reply, say); then find
+                        // out which worker it was: the route is gone, so a send to it fails.
+                        let drained = self.drain_backend().map(drop);
+                        self.probe();
+                        drained
+                    }
+                    _ => Ok(()),
+                },
+                () = &mut timer => {
+                    let now = Instant::now();
+                    // Messages already received count as signs of life: read them before judging.
+                    let drained = self.drain_backend().map(drop);
+                    if self.next_expiry_check.is_some_and(|t| t <= now) {
+                        self.purge_expired(now);
+                    }
+                    if now >= next_heartbeat {
+                        self.heartbeat();
+                        next_heartbeat += self.interval;
+                        if next_heartbeat <= now {
+                            next_heartbeat = now + self.interval;
+                        }
+                    }
+                    drained
+                }
+            };
+            if let Err(e) = outcome {
+                if !matches!(e, zmtp::Error::Closed) {
+                    tracing::error!(error = %e, "queue socket failed; stopping");
+                }
+                break;
+            }
+            self.dispatch();
+            self.publish_stats();
+        }
+        tracing::info!(pending = self.pending.len(), workers = self.workers.len(), "queue stopping");
+        let Broker { frontend, backend, .. } = self;
+        tokio::join!(frontend.close(), backend.close());
+    }
+
+    fn publish_stats(&self) {
+        let stats = QueueStats {
+            workers: self.workers.len(),
+            idle: self.idle.len(),
+            pending: self.pending.len(),
+            ..self.stats
+        };
+        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+    }
+
+    /// Publishes the stats first, so that whoever sees the event sees stats at least as new.
+    fn emit(&self, event: QueueEvent) {
+        self.publish_stats();
+        let _ = self.events.send(event);
+    }
+
+    /// Handles whatever else is already queued on both sockets (up to a bound), so one wake-up
+    /// serves a burst.
+    fn drain(&mut self) -> zmtp::Result<()> {
+        for _ in 0..8 {
+            self.dispatch();
+            if self.drain_backend()? + self.drain_frontend()? == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn drain_backend(&mut self) -> zmtp::Result<usize> {
+        for n in 0..BATCH {
+            match self.backend.try_recv() {
+                Ok(msg) => self.on_backend(msg),
+                Err(zmtp::Error::WouldBlock) => return Ok(n),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(BATCH)
+    }
+
+    fn drain_frontend(&mut self) -> zmtp::Result<usize> {
+        for n in 0..BATCH {
+            if self.overflow == Overflow::Backpressure && self.pending.len() >= self.max_pending {
+                return Ok(n);
+            }
+            self.dispatch();
+            match self.frontend.try_recv() {
+                Ok(msg) => self.on_frontend(msg),
+                Err(zmtp::Error::WouldBlock) => return Ok(n),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(BATCH)
+    }
+
+    fn malformed(&self, side: &'static str, error: ProtocolError, from: &Bytes) {
+        tracing::warn!(side, peer = %display_id(from), %error, "malformed message dropped");
+        self.emit(QueueEvent::Malformed { side, error });
+    }
+
+    /// A client request: `[client id, addresses…, "", content…]`.
+    fn on_frontend(&mut self, msg: Message) {
+        if let Err(error) = Envelope::check(&msg, 1) {
+            self.malformed("frontend", error, &msg[0]);
+            return;
+        }
+        if self.pending.len() >= self.max_pending {
+            // Only reachable with DropOldest: Backpressure stops reading before this.
+            self.pending.pop_front();
+            self.stats.requests_dropped += 1;
+            tracing::warn!(max_pending = self.max_pending, "pending queue full: dropped the oldest request");
+            self.emit(QueueEvent::RequestDropped);
+        }
+        self.stats.requests += 1;
+        self.pending.push_back(msg);
+    }
+
+    /// A worker message: `[worker id, READY | HEARTBEAT]` or `[worker id, tag, addresses…, "", content…]`.
+    fn on_backend(&mut self, mut msg: Message) {
+        let worker = msg.pop_front().expect("ROUTER messages carry the routing id");
+        let now = Instant::now();
+        let known = match self.workers.get_mut(&worker) {
+            Some(w) => {
+                w.seen = now;
+                true
+            }
+            None => false,
+        };
+        if msg.len() == 1 {
+            match Command::parse(&msg) {
+                Ok(Command::Ready) => self.on_ready(worker, now),
+                Ok(Command::Heartbeat) if known => {}
+                Ok(Command::Heartbeat) => {
+                    tracing::debug!(worker = %display_id(&worker), "HEARTBEAT from an unregistered worker ignored (READY must come first)");
+                }
+                Err(error) => self.malformed("backend", error, &worker),
+            }
+            return;
+        }
+        if !known {
+            self.drop_reply(worker, "from an unregistered worker (expired, or never sent READY)".into());
+            return;
+        }
+        let tag = msg.pop_front().expect("two or more frames");
+        let job_tag = self.workers[&worker].job.as_ref().map(|(t, _)| *t);
+        let Some(expected) = job_tag else {
+            self.drop_reply(worker, "from a worker with no request in progress".into());
+            return;
+        };
+        if tag.len() != 8 {
+            self.malformed("backend", ProtocolError::BadAddress(tag.slice(..tag.len().min(16))), &worker);
+            return;
+        }
+        if tag.as_ref() != expected.to_be_bytes() {
+            self.drop_reply(worker, "stale tag (a reply to a request that was re-dispatched)".into());
+            return;
+        }
+        // The tag matches: the worker is done with the request, whatever the reply looks like.
+        let w = self.workers.get_mut(&worker).expect("known");
+        w.job = None;
+        self.idle.push_back(worker.clone());
+        match Envelope::check(&msg, 1) {
+            // A frontend ROUTER never blocks; a client that has gone away loses its reply.
+            Ok(()) => {
+                self.stats.replies += 1;
+                // Before the client can see its reply, so stats never lag behind what it saw.
+                self.publish_stats();
+                let _ = self.frontend.try_send(msg);
+            }
+            Err(error) => self.malformed("backend", error, &worker),
+        }
+    }
+
+    fn drop_reply(&mut self, worker: Bytes, reason: String) {
+        self.stats.replies_dropped += 1;
+        tracing::warn!(worker = %display_id(&worker), %reason, "reply dropped");
+        self.emit(QueueEvent::ReplyDropped { worker, reason });
+    }
+
+    fn on_ready(&mut self, worker: Bytes, now: Instant) {
+        match self.workers.entry(worker.clone()) {
+            Entry::Occupied(mut e) => {
+                // A READY from a known worker restarts its conversation: whatever it was doing is lost.
+                if let Some((_, request)) = e.get_mut().job.take() {
+                    tracing::warn!(worker = %display_id(&worker), "busy worker sent READY (restarted); re-dispatching its request");
+                    self.pending.push_front(request);
+                    self.idle.push_back(worker.clone());
+                    self.stats.redispatched += 1;
+                    self.emit(QueueEvent::Redispatched { worker });
+                }
+            }
+            Entry::Vacant(e) => {
+                e.insert(WorkerState { seen: now, job: None });
+                self.idle.push_back(worker.clone());
+                let expiry = now + self.liveness_span;
+                self.next_expiry_check = Some(self.next_expiry_check.map_or(expiry, |t| t.min(expiry)));
+                tracing::info!(worker = %display_id(&worker), workers = self.workers.len(), "worker ready");
+                self.emit(QueueEvent::WorkerReady { worker });
+            }
+        }
+    }
+
+    /// Forgets a worker; its request, if any, goes back to the front of the queue.
+    fn remove_worker(&mut self, worker: &Bytes) {
+        let Some(state) = self.workers.remove(worker) else { return };
+        match state.job {
+            Some((_, request)) => {
+                tracing::warn!(worker = %display_id(worker), "re-dispatching the lost worker's request");
+                self.pending.push_front(request);
+                self.stats.redispatched += 1;
+                self.emit(QueueEvent::Redispatched { worker: worker.clone() });
+            }
+            None => self.idle.retain(|w| w != worker),
+        }
+    }
+
+    fn purge_expired(&mut self, now: Instant) {
+        let span = self.liveness_span;
+        let expired: Vec<(Bytes, Duration)> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| w.seen + span <= now)
+            .map(|(id, w)| (id.clone(), now - w.seen))
+            .collect();
+        for (worker, silent_for) in expired {
+            tracing::warn!(worker = %display_id(&worker), silent_ms = silent_for.as_millis() as u64, "worker expired");
+            self.remove_worker(&worker);
+            self.emit(QueueEvent::WorkerExpired { worker, silent_for });
+        }
+        self.next_expiry_check = self.workers.values().map(|w| w.seen + span).min();
+    }
+
+    /// HEARTBEAT to every worker, idle or busy: on schedule, and as a probe after a connection
+    /// dropped (an extra heartbeat is harmless; a worker whose connection is gone is purged).
+    fn probe(&mut self) {
+        self.heartbeat();
+    }
+
+    /// HEARTBEAT to every worker, idle or busy.
+    fn heartbeat(&mut self) {
+        let mut gone = Vec::new();
+        for worker in self.workers.keys() {
+            let mut msg = Message::single(worker.clone());
+            msg.push(Command::Heartbeat.frame());
+            match self.backend.try_send(msg) {
+                Ok(()) => {}
+                // Its outbound queue is full: it is not reading; expiry will decide.
+                Err(zmtp::Error::WouldBlock) => {}
+                Err(_) => gone.push(worker.clone()),
+            }
+        }
+        for worker in gone {
+            self.worker_disconnected(worker);
+        }
+    }
+
+    fn worker_disconnected(&mut self, worker: Bytes) {
+        tracing::warn!(worker = %display_id(&worker), "worker disconnected; purged");
+        self.remove_worker(&worker);
+        self.emit(QueueEvent::WorkerDisconnected { worker });
+    }
+
+    /// Hands pending requests to idle workers, longest-idle first.
+    fn dispatch(&mut self) {
+        while !self.pending.is_empty() {
+            let Some(worker) = self.idle.pop_front() else { return };
+            let request = self.pending.pop_front().expect("non-empty");
+            let tag = self.next_tag;
+            self.next_tag = self.next_tag.wrapping_add(1);
+            let mut msg = Message::new();
+            msg.push(worker.clone());
+            msg.push(Bytes::copy_from_slice(&tag.to_be_bytes()));
+            for frame in request.iter() {
+                msg.push(frame.clone());
+            }
+            match self.backend.try_send(msg) {
+                Ok(()) => {
+                    self.workers.get_mut(&worker).expect("idle workers are known").job = Some((tag, request));
+                }
+                Err(e) => {
+                    // Gone (HostUnreachable) or not reading (WouldBlock): either way not usable.
+                    self.pending.push_front(request);
+                    tracing::debug!(worker = %display_id(&worker), error = %e, "dispatch failed");
+                    self.worker_disconnected(worker);
+                }
+            }
+        }
+    }
+}
