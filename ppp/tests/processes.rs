@@ -108,6 +108,8 @@ async fn queue_killed_and_restarted_under_a_running_client() {
         assert!(client.seen.iter().any(|l| l.stderr && l.text.contains("resending")), "the client retried");
         worker.kill().await;
         q2.kill().await;
+        remove_ipc(&front);
+        remove_ipc(&back);
     })
     .await;
 }

@@ -24,11 +24,13 @@ Keys:
 
 Ops (run in order):
   send:HEX,HEX...       send one multipart message (empty frames allowed: "a1,,b2")
+  send_nowait:HEX,...   send with DONTWAIT; prints "sent", or "unsent" if it would block (a libzmq
+                        client whose handshake already failed with a protocol error has no pipe)
   recv:N                receive N messages; prints "recv USER_ID HEX,HEX..." (USER_ID "-" when the
                         message has no User-Id property)
   echo:N                like recv, then sends each message back
-  event:NAME            read monitor events until one named NAME (zmq.Event name, e.g.
-                        HANDSHAKE_FAILED_AUTH); prints "event NAME VALUE" for each event read
+  event:NAME[|NAME...]  read monitor events until one with one of these names (zmq.Event names,
+                        e.g. HANDSHAKE_FAILED_AUTH); prints "event NAME VALUE" for each event read
   quiet:MS              fail if a message arrives within MS milliseconds; prints "quiet"
   wait_stdin            wait for a line on stdin
 
@@ -181,6 +183,12 @@ def main():
         name, _, arg = op.partition(":")
         if name == "send":
             send(frames_of(arg))
+        elif name == "send_nowait":
+            try:
+                sock.send_multipart(frames_of(arg), flags=zmq.DONTWAIT)
+                emit("sent")
+            except zmq.Again:
+                emit("unsent")
         elif name in ("recv", "echo"):
             for _ in range(int(arg or "1")):
                 msg = recv()
@@ -195,7 +203,7 @@ def main():
                     fail("event %s: not seen within %d ms" % (arg, timeout_ms))
                 seen = event_name(ev["event"])
                 emit("event %s %d" % (seen, ev["value"]))
-                if seen == arg:
+                if seen in arg.split("|"):
                     break
         elif name == "quiet":
             if sock.poll(int(arg), zmq.POLLIN):

@@ -84,6 +84,13 @@ pub fn ipc_endpoint(tag: &str) -> String {
     format!("ipc://{}", path.display())
 }
 
+/// Removes the socket file of an ipc endpoint (left behind by a killed process).
+pub fn remove_ipc(endpoint: &str) {
+    if let Some(path) = endpoint.strip_prefix("ipc://") {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// A line of output from a child process, with the time it was read.
 #[derive(Clone, Debug)]
 pub struct Line {

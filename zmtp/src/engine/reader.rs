@@ -62,8 +62,15 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
                         ttl = (ttl_deciseconds > 0).then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
                         out.push_command(Outbound::Pong(context));
                     }
-                    Command::Subscribe(topic) if publisher => core.peer_subscription(peer, &topic, true),
-                    Command::Cancel(topic) if publisher => core.peer_subscription(peer, &topic, false),
+                    Command::Subscribe(topic) if publisher => {
+                        // XPUB delivers notices and data in arrival order: data decoded so far goes first.
+                        core.deliver(peer, &mut batch).await;
+                        core.peer_subscription(peer, &topic, true);
+                    }
+                    Command::Cancel(topic) if publisher => {
+                        core.deliver(peer, &mut batch).await;
+                        core.peer_subscription(peer, &topic, false);
+                    }
                     // Anything else after the handshake is ignored (libzmq).
                     _ => {}
                 }
@@ -82,6 +89,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
             if publisher {
                 // Subscriptions in the ZMTP 3.0 message form; XPUB passes anything else up, PUB drops it.
                 if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
+                    core.deliver(peer, &mut batch).await;
                     core.peer_subscription(peer, &msg[0][1..], msg[0][0] == 1);
                     continue;
                 }

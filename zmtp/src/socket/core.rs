@@ -354,7 +354,10 @@ impl Core {
         } else {
             p.subscriptions.remove_all(topic);
             let (removed, last) = state.mtrie.remove(topic, peer);
-            removed && (last || self.xpub_option(|o| o.xpub_verboser))
+            // libzmq passes an unsubscribe up unless other subscribers remain, so a cancel of a
+            // topic nobody had is passed up too (xpub.cpp: rm_result != values_remain).
+            let others_remain = removed && !last;
+            !others_remain || self.xpub_option(|o| o.xpub_verboser)
         };
         if notify && self.socket_type == SocketType::XPub {
             self.inbox.push_unbounded(peer, subscription_message(topic, subscribe));
@@ -365,14 +368,16 @@ impl Core {
         self.socket_type == SocketType::XPub && f(&self.options())
     }
 
-    /// A subscriber left: its subscriptions go, and XPUB hears of prefixes nobody wants any more.
+    /// A subscriber left: its subscriptions go, and XPUB hears of prefixes nobody wants any more (of
+    /// every one with VERBOSER).
     fn drop_peer_subscriptions(&self, state: &mut State, id: PeerId) {
         let Some(p) = state.peers.get_mut(&id) else { return };
         let topics: Vec<Bytes> = p.subscriptions.iter().cloned().collect();
         p.subscriptions.clear();
+        let verboser = self.xpub_option(|o| o.xpub_verboser);
         for topic in topics {
             let (removed, last) = state.mtrie.remove(&topic, id);
-            if removed && last && self.socket_type == SocketType::XPub {
+            if removed && (last || verboser) && self.socket_type == SocketType::XPub {
                 self.inbox.push_unbounded(id, subscription_message(&topic, false));
             }
         }
