@@ -140,3 +140,28 @@ async fn bad_endpoints_are_typed_errors() {
     assert!(matches!(s.unbind("tcp://127.0.0.1:1").await, Err(Error::EndpointNotFound(_))));
     assert!(matches!(s.disconnect("tcp://127.0.0.1:1").await, Err(Error::EndpointNotFound(_))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn address_is_free_again_when_close_and_unbind_return() {
+    tokio::time::timeout(LIMIT, async {
+        let ipc = format!("ipc://{}", ipc_path("rebind").display());
+        let probe = Socket::new(SocketType::Pull);
+        let tcp = probe.bind("tcp://127.0.0.1:*").await.unwrap();
+        probe.close().await;
+        for endpoint in [tcp, ipc] {
+            for round in 0..50 {
+                let first = Socket::new(SocketType::Pull);
+                let bound = first.bind(&endpoint).await.unwrap_or_else(|e| panic!("round {round}: {e}"));
+                if round % 2 == 0 {
+                    first.close().await;
+                } else {
+                    first.unbind(&bound).await.unwrap();
+                }
+            }
+            // And the last binding still works end to end.
+            round_trip(&endpoint).await;
+        }
+    })
+    .await
+    .unwrap();
+}

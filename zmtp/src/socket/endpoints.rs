@@ -22,19 +22,29 @@ pub(super) struct EndpointHandle {
     /// The connect-side peer, if this is a `connect`.
     slot: Option<PeerId>,
     endpoint: String,
+    /// A bind's accept task: it owns the listener, so awaiting it means the address is free again.
+    listener_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl EndpointHandle {
-    pub fn stop_accepting(&self, core: &Core) {
+    /// Stops accepting/reconnecting; returns the accept task, which releases the address when it ends.
+    pub fn stop_accepting(mut self, core: &Core) -> Option<tokio::task::JoinHandle<()>> {
         self.accepting.cancel();
         core.monitors.emit(|| MonitorEvent::Closed { endpoint: self.endpoint.clone() });
+        self.listener_task.take()
     }
 
-    pub fn terminate(self, core: &Core) {
-        self.stop_accepting(core);
-        self.connections.cancel();
-        if let Some(slot) = self.slot {
+    /// `unbind`/`disconnect`: stops the endpoint, closes its connections, and waits until a bound
+    /// address is released (so it can be bound again at once).
+    pub async fn terminate(self, core: &Core) {
+        let (connections, slot) = (self.connections.clone(), self.slot);
+        let task = self.stop_accepting(core);
+        connections.cancel();
+        if let Some(slot) = slot {
             core.remove_slot(slot);
+        }
+        if let Some(task) = task {
+            let _ = task.await;
         }
     }
 }
@@ -44,13 +54,9 @@ pub(super) async fn bind(core: &Arc<Core>, ep: &Endpoint, ipv6: bool) -> Result<
     core.monitors.emit(|| MonitorEvent::Listening { endpoint: bound.clone() });
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
-    let handle = EndpointHandle {
-        accepting: accepting.clone(),
-        connections: connections.clone(),
-        slot: None,
-        endpoint: bound.clone(),
-    };
-    tokio::spawn(accept_loop(core.clone(), listener, bound.clone(), accepting, connections));
+    let task = tokio::spawn(accept_loop(core.clone(), listener, bound.clone(), accepting.clone(), connections.clone()));
+    let handle =
+        EndpointHandle { accepting, connections, slot: None, endpoint: bound.clone(), listener_task: Some(task) };
     Ok((handle, bound))
 }
 
@@ -135,6 +141,7 @@ pub(super) fn connect(core: &Arc<Core>, ep: Endpoint, endpoint: String) -> Endpo
         connections: connections.clone(),
         slot: Some(slot),
         endpoint: endpoint.clone(),
+        listener_task: None,
     };
     tokio::spawn(connect_loop(core.clone(), ep, endpoint, slot, accepting, connections));
     handle

@@ -58,7 +58,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let linger = self.core.options().linger;
-        close_core(&self.core, &mut self.endpoints.lock().unwrap_or_else(|e| e.into_inner()));
+        let _ = close_core(&self.core, &mut self.endpoints.lock().unwrap_or_else(|e| e.into_inner()));
         let core = self.core.clone();
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
@@ -69,11 +69,11 @@ impl Drop for Inner {
     }
 }
 
-fn close_core(core: &Core, endpoints: &mut HashMap<String, EndpointHandle>) {
+/// Closes the socket's core and stops every endpoint; returns the accept tasks, whose end means their
+/// addresses are free again.
+fn close_core(core: &Core, endpoints: &mut HashMap<String, EndpointHandle>) -> Vec<tokio::task::JoinHandle<()>> {
     core.close();
-    for (_, ep) in endpoints.drain() {
-        ep.stop_accepting(core);
-    }
+    endpoints.drain().filter_map(|(_, ep)| ep.stop_accepting(core)).collect()
 }
 
 async fn linger_then_shutdown(core: &Arc<Core>, linger: Option<Duration>) {
@@ -144,14 +144,15 @@ impl Socket {
     }
 
     /// Stops listening on an endpoint returned by [`bind`](Self::bind) (connections it accepted close).
+    /// When this returns the address is free to bind again.
     pub async fn unbind(&self, endpoint: &str) -> Result<()> {
-        self.take_endpoint(endpoint)?.terminate(&self.inner.core);
+        self.take_endpoint(endpoint)?.terminate(&self.inner.core).await;
         Ok(())
     }
 
     /// Drops a connection made by [`connect`](Self::connect), with its queued messages.
     pub async fn disconnect(&self, endpoint: &str) -> Result<()> {
-        self.take_endpoint(endpoint)?.terminate(&self.inner.core);
+        self.take_endpoint(endpoint)?.terminate(&self.inner.core).await;
         Ok(())
     }
 
@@ -241,8 +242,12 @@ impl Socket {
     pub async fn close(self) {
         let core = self.inner.core.clone();
         let linger = core.options().linger;
-        close_core(&core, &mut self.endpoints());
+        let listeners = close_core(&core, &mut self.endpoints());
         drop(self);
+        // Bound addresses are free once `close` returns: a new socket may bind them at once.
+        for task in listeners {
+            let _ = task.await;
+        }
         linger_then_shutdown(&core, linger).await;
     }
 
