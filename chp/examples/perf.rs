@@ -111,7 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let c = Client::start(options(&addr, &format!("/p{p}/"))).unwrap();
                     c.synced().await.unwrap();
                     let mut inflight: FuturesUnordered<_> = FuturesUnordered::new();
-                    let mut done = |r: Result<Option<u64>, chp::ClientError>| r.expect("set confirmed");
+                    let done = |r: Result<Option<u64>, chp::ClientError>| r.expect("set confirmed");
                     for i in 0..per {
                         if inflight.len() >= 2000 {
                             done(inflight.next().await.expect("in flight"));

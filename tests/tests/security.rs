@@ -775,18 +775,16 @@ async fn null_client_to_plain_server_is_a_mechanism_mismatch() {
         .await;
         let (client, mut client_mon) = our_client(SocketType::Push, &ep, |_| {}).await;
         queue(&client, "x");
+        let mismatch = |error: &ConnectionError| match error {
+            ConnectionError::Greeting(GreetingError::MechanismMismatch { ours, theirs }) => {
+                Some((*ours, theirs.clone()))
+            }
+            _ => None,
+        };
         let error = handshake_failed(&mut server_mon).await;
-        assert!(
-            matches!(&*error, ConnectionError::Greeting(GreetingError::MechanismMismatch { ours: Mechanism::Plain, theirs })
-                if theirs == "NULL"),
-            "{error:?}"
-        );
+        assert_eq!(mismatch(&error), Some((Mechanism::Plain, "NULL".to_owned())), "{error:?}");
         let error = handshake_failed(&mut client_mon).await;
-        assert!(
-            matches!(&*error, ConnectionError::Greeting(GreetingError::MechanismMismatch { ours: Mechanism::Null, theirs })
-                if theirs == "PLAIN"),
-            "{error:?}"
-        );
+        assert_eq!(mismatch(&error), Some((Mechanism::Null, "PLAIN".to_owned())), "{error:?}");
         assert_nothing_delivered(&server);
     })
     .await
@@ -1076,7 +1074,7 @@ fn curve_message_error(error: &ConnectionError) -> Option<&CurveError> {
 async fn curve_hello_of_wrong_length_is_refused() {
     bounded(async {
         let mut bed = CurveBed::new().await;
-        for (name, change) in [("long", 1i32), ("short", -1)] {
+        for change in [1i32, -1] {
             let hello = bed.client().start().unwrap();
             let mut bad = hello.to_vec();
             if change > 0 {
@@ -1088,10 +1086,10 @@ async fn curve_hello_of_wrong_length_is_refused() {
             raw.command(&bad).await;
             let len = bad.len();
             bed.assert_refused(&mut raw, false, |e| {
-                matches!(curve_handshake_error(e), Some(CurveError::BadLength { command: "HELLO", len: l, .. }) if *l == len)
+                matches!(curve_handshake_error(e),
+                    Some(CurveError::BadLength { command: "HELLO", len: l, .. }) if *l == len)
             })
             .await;
-            eprintln!("{name} HELLO refused");
         }
     })
     .await

@@ -51,57 +51,63 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
     let mut ttl: Option<Duration> = None;
     let mut read_size = MIN_READ;
     loop {
-        while let Some(mut frame) = codec.decode(&mut buf)? {
-            liveness.saw_frame();
-            if let Some(decoder) = decoder.as_mut() {
-                frame = decoder.decode_frame(&frame.body).map_err(ConnectionError::Curve)?;
-            }
-            if frame.is_command() {
-                match Command::parse(frame.body)? {
-                    Command::Ping { ttl_deciseconds, context } => {
-                        ttl = (ttl_deciseconds > 0).then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
-                        out.push_command(Outbound::Pong(context));
-                    }
-                    Command::Subscribe(topic) if publisher => {
-                        // XPUB delivers notices and data in arrival order: data decoded so far goes first.
-                        core.deliver(peer, &mut batch).await;
-                        core.peer_subscription(peer, &topic, true);
-                    }
-                    Command::Cancel(topic) if publisher => {
-                        core.deliver(peer, &mut batch).await;
-                        core.peer_subscription(peer, &topic, false);
-                    }
-                    // Anything else after the handshake is ignored (libzmq).
-                    _ => {}
+        // Whatever decoded cleanly before a protocol error is still delivered (libzmq flushes too).
+        let decoded: Result<(), ConnectionError> = async {
+            while let Some(mut frame) = codec.decode(&mut buf)? {
+                liveness.saw_frame();
+                if let Some(decoder) = decoder.as_mut() {
+                    frame = decoder.decode_frame(&frame.body).map_err(ConnectionError::Curve)?;
                 }
-                continue;
-            }
-            let more = frame.more();
-            partial.push(frame.body);
-            if partial.len() > MAX_FRAMES_PER_MESSAGE {
-                return Err(ConnectionError::Refused("message has too many frames"));
-            }
-            if more {
-                continue;
-            }
-            let mut msg = std::mem::take(&mut partial);
-            msg.set_properties(properties.clone());
-            if publisher {
-                // Subscriptions in the ZMTP 3.0 message form; XPUB passes anything else up, PUB drops it.
-                if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
-                    core.deliver(peer, &mut batch).await;
-                    core.peer_subscription(peer, &msg[0][1..], msg[0][0] == 1);
+                if frame.is_command() {
+                    match Command::parse(frame.body)? {
+                        Command::Ping { ttl_deciseconds, context } => {
+                            ttl = (ttl_deciseconds > 0).then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
+                            out.push_command(Outbound::Pong(context));
+                        }
+                        Command::Subscribe(topic) if publisher => {
+                            // XPUB delivers notices and data in arrival order: data decoded so far goes first.
+                            core.deliver(peer, &mut batch).await;
+                            core.peer_subscription(peer, &topic, true);
+                        }
+                        Command::Cancel(topic) if publisher => {
+                            core.deliver(peer, &mut batch).await;
+                            core.peer_subscription(peer, &topic, false);
+                        }
+                        // Anything else after the handshake is ignored (libzmq).
+                        _ => {}
+                    }
                     continue;
                 }
-                if core.socket_type != crate::SocketType::XPub {
+                let more = frame.more();
+                partial.push(frame.body);
+                if partial.len() > MAX_FRAMES_PER_MESSAGE {
+                    return Err(ConnectionError::Refused("message has too many frames"));
+                }
+                if more {
                     continue;
                 }
+                let mut msg = std::mem::take(&mut partial);
+                msg.set_properties(properties.clone());
+                if publisher {
+                    // Subscriptions in the ZMTP 3.0 message form; XPUB passes anything else up, PUB drops it.
+                    if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
+                        core.deliver(peer, &mut batch).await;
+                        core.peer_subscription(peer, &msg[0][1..], msg[0][0] == 1);
+                        continue;
+                    }
+                    if core.socket_type != crate::SocketType::XPub {
+                        continue;
+                    }
+                }
+                batch.push_back(msg);
             }
-            batch.push_back(msg);
+            Ok(())
         }
+        .await;
         if !batch.is_empty() {
             core.deliver(peer, &mut batch).await;
         }
+        decoded?;
         if buf.capacity() - buf.len() < read_size / 4 {
             buf.reserve(read_size);
         }

@@ -9,6 +9,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+#[cfg(test)]
 use super::command::Command;
 use super::greeting::Mechanism;
 use super::mechanism::{HandshakeConfig, Step, authenticated, refuse};
@@ -79,8 +80,11 @@ impl PlainClient {
         command(b"HELLO", &data)
     }
 
-    /// WELCOME → INITIATE; READY → done; ERROR → failed.
+    /// WELCOME → INITIATE; READY → done; ERROR (either form, see [`LIBZMQ_ERROR_PREFIX`]) → failed.
     pub fn on_command(&mut self, body: Bytes) -> Result<Step, HandshakeError> {
+        if let Some(data) = body.strip_prefix(LIBZMQ_ERROR_PREFIX) {
+            return Err(peer_error(&Bytes::copy_from_slice(data)));
+        }
         let (name, data) = split_command(&body)?;
         match (&self.state, &name[..]) {
             (_, b"ERROR") => Err(peer_error(&data)),
@@ -153,7 +157,13 @@ impl PlainServer {
             return Err(HandshakeError::UnexpectedCommand("ZAP reply".into()));
         }
         if !reply.is_allowed() {
-            return Ok(refuse(&reply));
+            return Ok(match refuse(&reply) {
+                // libzmq's PLAIN clients only recognise libzmq's own ERROR bytes: send those.
+                Step::Refuse { send, error } if !send.is_empty() => {
+                    Step::Refuse { send: vec![libzmq_error_body(reply.status_code)], error }
+                }
+                other => other,
+            });
         }
         self.reply = Some(reply);
         self.state = ServerState::Initiate;
@@ -161,9 +171,20 @@ impl PlainServer {
     }
 }
 
-/// The ERROR body for a status, as libzmq sends it.
-pub fn error_body(status: u16) -> Bytes {
-    Command::Error(Bytes::from(status.to_string())).body()
+/// How libzmq's PLAIN mechanism writes ERROR. Its source spells the prefix `"\x05ERROR"`, which C reads as
+/// the single byte 0x5E followed by `RROR`, so on the wire a PLAIN ERROR is `5E 'RROR' len status` — not a
+/// well-formed command. libzmq's PLAIN clients recognise only this form, so our PLAIN server sends it and
+/// our PLAIN client accepts it as well as the RFC form.
+pub const LIBZMQ_ERROR_PREFIX: &[u8] = b"\x5eRROR";
+
+/// The PLAIN ERROR body for a status, byte for byte as libzmq 4.3 sends it.
+pub fn libzmq_error_body(status: u16) -> Bytes {
+    let status = status.to_string();
+    let mut out = BytesMut::with_capacity(LIBZMQ_ERROR_PREFIX.len() + 1 + status.len());
+    out.put_slice(LIBZMQ_ERROR_PREFIX);
+    out.put_u8(status.len() as u8);
+    out.put_slice(status.as_bytes());
+    out.freeze()
 }
 
 #[cfg(test)]
@@ -207,10 +228,15 @@ mod tests {
         let mut server = PlainServer::new(config(SocketType::Rep));
         server.on_command(Bytes::from_static(b"\x05HELLO\x01a\x01b")).unwrap();
         let Step::Refuse { send, error } = server.on_auth(ZapReply::deny("nope")).unwrap() else { panic!() };
-        assert_eq!(&send[0][..], b"\x05ERROR\x03400");
+        assert_eq!(&send[0][..], b"\x5eRROR\x03400", "libzmq's own PLAIN ERROR bytes");
         assert!(matches!(error, HandshakeError::AuthFailed { status: 400, .. }));
         let mut client = PlainClient::new(config(SocketType::Req), "a".into(), "b".into());
         client.start();
         assert!(matches!(client.on_command(send[0].clone()), Err(HandshakeError::PeerError(r)) if r == "400"));
+        // The RFC form is accepted too.
+        let mut client = PlainClient::new(config(SocketType::Req), "a".into(), "b".into());
+        client.start();
+        let rfc = Command::Error(Bytes::from_static(b"500")).body();
+        assert!(matches!(client.on_command(rfc), Err(HandshakeError::PeerError(r)) if r == "500"));
     }
 }
