@@ -591,10 +591,11 @@ impl Core {
         self.state().peers.get(&slot).is_some_and(|p| p.out.has_messages())
     }
 
-    /// Registers a running connection task; the guard unregisters it.
-    pub fn connection_started(&self) -> LiveConnection<'_> {
+    /// Registers a running connection (or connect) task; the guard unregisters it. Taken before the
+    /// task is spawned, so that a `close` right after `connect` already waits for it.
+    pub fn connection_started(self: &Arc<Self>) -> LiveConnection {
         self.connections.fetch_add(1, Ordering::SeqCst);
-        LiveConnection(self)
+        LiveConnection(self.clone())
     }
 
     /// Resolves once no connection task is running.
@@ -641,9 +642,9 @@ fn load_balance(state: &mut State, mut msg: Message, immediate: bool) -> Result<
 }
 
 /// A running connection task (see [`Core::connection_started`]).
-pub(crate) struct LiveConnection<'a>(&'a Core);
+pub(crate) struct LiveConnection(Arc<Core>);
 
-impl Drop for LiveConnection<'_> {
+impl Drop for LiveConnection {
     fn drop(&mut self) {
         if self.0.connections.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.connections_done.notify_waiters();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::core::Core;
+use super::core::{Core, LiveConnection};
 use super::inbox::PeerId;
 use crate::engine::{self, ConnectionInfo};
 use crate::error::{ConnectionError, Result};
@@ -143,11 +143,14 @@ pub(super) fn connect(core: &Arc<Core>, ep: Endpoint, endpoint: String) -> Endpo
         endpoint: endpoint.clone(),
         listener_task: None,
     };
-    tokio::spawn(connect_loop(core.clone(), ep, endpoint, slot, accepting, connections));
+    // Counted as live from now on, so that closing waits (up to LINGER) while it has messages to deliver.
+    let live = core.connection_started();
+    tokio::spawn(connect_loop(live, core.clone(), ep, endpoint, slot, accepting, connections));
     handle
 }
 
 async fn connect_loop(
+    _live: LiveConnection,
     core: Arc<Core>,
     ep: Endpoint,
     endpoint: String,
@@ -155,8 +158,6 @@ async fn connect_loop(
     accepting: CancellationToken,
     connections: CancellationToken,
 ) {
-    // Counted as live so that closing waits (up to LINGER) while this loop still has messages to deliver.
-    let _live = core.connection_started();
     let mut attempt_wait: Option<Duration> = None;
     loop {
         core.monitors.emit(|| MonitorEvent::ConnectDelayed { endpoint: endpoint.clone() });
