@@ -206,6 +206,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if size < loaded {
             continue;
         }
+        let before = server.len();
         let t0 = Instant::now();
         for i in loaded..size {
             loader.send(KvMsg::new(key(i), value.clone()).to_message()).await?;
@@ -213,7 +214,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 tokio::task::yield_now().await;
             }
         }
-        let before = server.len();
         while server.len() < before + (size - loaded) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -232,11 +232,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t0 = Instant::now();
         dealer.send(IcanHaz { subtree: "/k/".parse::<Subtree>()? }.to_message()).await?;
         let mut n = 0usize;
-        loop {
-            match SnapshotReply::parse(dealer.recv().await?.frames())? {
-                SnapshotReply::KvSync(_) => n += 1,
-                SnapshotReply::KthxBai(_) => break,
-            }
+        while let SnapshotReply::KvSync(_) = SnapshotReply::parse(dealer.recv().await?.frames())? {
+            n += 1;
         }
         let raw = t0.elapsed();
         // A client's full sync: connect, prove the subscription, snapshot, build its replica.

@@ -197,7 +197,11 @@ impl Conn {
 
     /// Starts a client and waits (up to --timeout) until it is in sync.
     async fn start_synced(&self, subtree: Subtree) -> Fallible<Client> {
-        let client = Client::start(self.options(subtree)?).map_err(|e| e.to_string())?;
+        self.synced(Client::start(self.options(subtree)?).map_err(|e| e.to_string())?).await
+    }
+
+    /// Waits (up to --timeout) until `client` is in sync.
+    async fn synced(&self, client: Client) -> Fallible<Client> {
         match tokio::time::timeout(self.timeout()?, client.synced()).await {
             Ok(Ok(_)) => Ok(client),
             Ok(Err(e)) => Err(e.to_string()),
@@ -210,7 +214,9 @@ impl Conn {
 }
 
 async fn watch(subtree: Subtree, conn: Conn) -> Fallible<ExitCode> {
-    let client = conn.start_synced(subtree).await?;
+    let mut options = conn.options(subtree)?;
+    options.event_capacity = 1 << 16; // room for bursts while stdout is slow
+    let client = conn.synced(Client::start(options).map_err(|e| e.to_string())?).await?;
     let (snapshot, mut events) = client.watch();
     let mut out = std::io::stdout().lock();
     let io = |e: std::io::Error| e.to_string();

@@ -84,7 +84,8 @@ pub struct ClientOptions {
     pub set_retry: Duration,
     /// [`Client::set`] fails with [`ClientError::SetTimeout`] after this long. Default 10 s.
     pub set_timeout: Duration,
-    /// Events buffered per [`Events`] receiver before it lags. Default 65 536.
+    /// Events buffered per [`Events`] receiver before it lags (the buffer is allocated up front,
+    /// about 100 bytes per event). Default 4096.
     pub event_capacity: usize,
     /// Socket queue limit (subscriber receive, publisher send), in messages. Default 100 000.
     pub queue_limit: usize,
@@ -105,7 +106,7 @@ impl ClientOptions {
             gap_policy: GapPolicy::Resync,
             set_retry: Duration::from_secs(1),
             set_timeout: Duration::from_secs(10),
-            event_capacity: 1 << 16,
+            event_capacity: 4096,
             queue_limit: 100_000,
         }
     }

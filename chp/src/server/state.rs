@@ -43,7 +43,8 @@ pub fn parse_ttl(text: &str) -> Result<Option<Duration>, ApplyError> {
     Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
 }
 
-/// The map and its sequence (see the [module docs](self)).
+/// The map and its sequence: the server's state machine, free of sockets and clocks (every method
+/// takes the current `Instant` and returns what to publish), so any driver can run it.
 ///
 /// ```
 /// use std::time::{Duration, Instant};

@@ -124,6 +124,8 @@ pub(crate) struct Core {
     pub connections: AtomicUsize,
     pub connections_done: Notify,
     pub monitors: crate::monitor::Monitors,
+    /// Set by `close`; read on every receive, so an atomic rather than the state lock.
+    pub closed: std::sync::atomic::AtomicBool,
     /// IMMEDIATE, read on every load-balanced send, so kept out of the options lock.
     pub immediate: std::sync::atomic::AtomicBool,
 }
@@ -161,6 +163,7 @@ impl Core {
             connections_done: Notify::new(),
             monitors: Default::default(),
             immediate: Default::default(),
+            closed: Default::default(),
         })
     }
 
@@ -528,7 +531,7 @@ impl Core {
             }
             _ => {}
         }
-        if self.closing.is_cancelled() { Err(Error::Closed) } else { Ok(()) }
+        if self.closed.load(Ordering::Relaxed) { Err(Error::Closed) } else { Ok(()) }
     }
 
     /// One non-blocking receive with the socket type's inbound rule.
@@ -577,6 +580,7 @@ impl Core {
     pub fn close(&self) {
         let mut state = self.state();
         state.closed = true;
+        self.closed.store(true, Ordering::Relaxed);
         self.closing.cancel();
         for p in state.peers.values() {
             p.out.close();
