@@ -424,3 +424,108 @@ fn library_close_delivers_messages_queued_before_the_connection_is_up() {
         .expect("test body timed out");
     });
 }
+
+/// `zmtp keygen` output: two labelled 40-character Z85 keys.
+fn keygen() -> (String, String) {
+    let out = run(&["keygen"]);
+    out.assert_success("keygen");
+    let field = |label: &str| {
+        let line = out
+            .stdout
+            .iter()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} in {:?}", out.stdout));
+        let key = line[label.len()..].trim().to_owned();
+        assert_eq!(key.len(), 40, "{label} {key:?} is not a Z85 key");
+        key
+    };
+    (field("public:"), field("secret:"))
+}
+
+#[test]
+fn curve_request_reply_and_a_wrong_server_key_is_refused() {
+    let (public, secret) = keygen();
+    let (client_public, client_secret) = keygen();
+    let server = zmtp(&[
+        "rep",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--curve-server",
+        &secret,
+        "--curve-allow",
+        &client_public,
+        "--echo",
+        "--count",
+        "1",
+        "--timeout",
+        "20",
+    ]);
+    let ep = server.endpoint("REP");
+    // A client with another server's key never gets through: timeout, exit status 3.
+    let (other_public, _) = keygen();
+    let refused = run(&["req", "--connect", &ep, "--curve-serverkey", &other_public, "--timeout", "1", "nope"]);
+    refused.assert_code(3, "req with a wrong server key");
+    // A client whose key is not allowed is refused too.
+    let stranger = run(&["req", "--connect", &ep, "--curve-serverkey", &public, "--timeout", "1", "nope"]);
+    stranger.assert_code(3, "req with a key not on --curve-allow");
+    let req = run(&[
+        "req",
+        "--connect",
+        &ep,
+        "--curve-serverkey",
+        &public,
+        "--curve-secretkey",
+        &client_secret,
+        "--timeout",
+        "20",
+        "over curve",
+    ]);
+    req.assert_success("req over CURVE");
+    assert_eq!(req.stdout, ["over curve"]);
+    assert_eq!(server.finish().assert_success("rep over CURVE").stdout, ["over curve"]);
+}
+
+#[test]
+fn plain_credentials_are_checked() {
+    let server = zmtp(&[
+        "pull",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--plain-server",
+        "admin:secret",
+        "--count",
+        "1",
+        "--timeout",
+        "20",
+    ]);
+    let ep = server.endpoint("PULL");
+    let bad = run(&[
+        "push",
+        "--connect",
+        &ep,
+        "--plain-username",
+        "admin",
+        "--plain-password",
+        "wrong",
+        "--timeout",
+        "1",
+        "x",
+    ]);
+    bad.assert_code(3, "a wrong password: nothing delivered before the timeout");
+    let good = run(&[
+        "push",
+        "--connect",
+        &ep,
+        "--plain-username",
+        "admin",
+        "--plain-password",
+        "secret",
+        "--timeout",
+        "20",
+        "in",
+    ]);
+    good.assert_success("push with the right password");
+    assert_eq!(server.finish().assert_success("pull").stdout, ["in"]);
+    let misuse = run(&["push", "--connect", &ep, "--curve-serverkey", "short", "x"]);
+    misuse.assert_code(2, "a malformed key is a usage error").assert_stderr_has("Z85");
+}

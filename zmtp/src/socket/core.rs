@@ -490,7 +490,8 @@ impl Core {
                 targets.dedup();
                 let peers = &state.peers;
                 let live = targets.iter().filter_map(|id| peers.get(id)).filter(|p| p.connected);
-                if self.xpub_option(|o| o.xpub_nodrop) && live.clone().any(|p| !p.out.has_room()) {
+                // NODROP is honoured by PUB too: libzmq's PUB is an XPUB underneath.
+                if self.options().xpub_nodrop && live.clone().any(|p| !p.out.has_room()) {
                     return Ok(TrySend::Full(msg));
                 }
                 // A subscriber at its HWM loses the message (libzmq PUB semantics) unless NODROP.

@@ -353,7 +353,8 @@ impl Socket {
         /// ZMQ_XPUB_VERBOSER: pass every subscribe and every unsubscribe to the XPUB application.
         xpub_verboser, set_xpub_verboser, xpub_verboser: bool);
     option!(
-        /// ZMQ_XPUB_NODROP: at a subscriber's HWM, `send` waits (`try_send`: WouldBlock) instead of dropping.
+        /// ZMQ_XPUB_NODROP (XPUB and PUB): at a subscriber's HWM, `send` waits (`try_send`: WouldBlock)
+        /// instead of dropping.
         xpub_nodrop, set_xpub_nodrop, xpub_nodrop: bool);
     option!(
         /// ZMQ_XPUB_WELCOME_MSG: a message sent to every new subscriber of an XPUB.

@@ -224,6 +224,47 @@ pub struct SocketArgs {
     /// Send MESSAGE to every new subscriber
     #[arg(long, value_name = "MESSAGE", help_heading = "Socket options")]
     pub xpub_welcome_msg: Option<String>,
+
+    /// Be a CURVE server with this secret key (Z85, from `zmtp keygen`); clients must know its public key
+    #[arg(long, value_name = "SECRET", help_heading = "Security", conflicts_with_all = ["curve_serverkey", "plain_server", "plain_username"])]
+    pub curve_server: Option<String>,
+
+    /// Be a CURVE client of the server with this public key (Z85)
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", conflicts_with_all = ["plain_server", "plain_username"])]
+    pub curve_serverkey: Option<String>,
+
+    /// Our CURVE secret key as a client (Z85; default: a fresh key pair for this run)
+    #[arg(long, value_name = "SECRET", help_heading = "Security", requires = "curve_serverkey")]
+    pub curve_secretkey: Option<String>,
+
+    /// As a CURVE server, accept only clients with this public key (repeatable; default: any client)
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", requires = "curve_server")]
+    pub curve_allow: Vec<String>,
+
+    /// Be a PLAIN server accepting USER:PASSWORD (repeatable)
+    #[arg(
+        long = "plain-server",
+        value_name = "USER:PASSWORD",
+        help_heading = "Security",
+        conflicts_with = "plain_username"
+    )]
+    pub plain_server: Vec<String>,
+
+    /// Be a PLAIN client with this user name (needs --plain-password)
+    #[arg(long, value_name = "USER", help_heading = "Security", requires = "plain_password")]
+    pub plain_username: Option<String>,
+
+    /// The PLAIN client's password
+    #[arg(long, value_name = "PASSWORD", help_heading = "Security", requires = "plain_username")]
+    pub plain_password: Option<String>,
+
+    /// As a server, accept connections only from this IP address (repeatable)
+    #[arg(long, value_name = "IP", help_heading = "Security")]
+    pub allow: Vec<std::net::IpAddr>,
+
+    /// As a server, refuse connections from this IP address (repeatable)
+    #[arg(long, value_name = "IP", help_heading = "Security")]
+    pub deny: Vec<std::net::IpAddr>,
 }
 
 /// A parsed command line.
@@ -232,6 +273,8 @@ pub enum Invocation {
     Socket(SocketType, Box<SocketArgs>),
     /// `zmtp proxy …`
     Proxy(ProxyArgs),
+    /// `zmtp keygen`
+    Keygen,
 }
 
 /// The argument ids that do not apply to a socket type.
@@ -291,7 +334,7 @@ pub fn command() -> Command {
         .after_help(help::TOOL_AFTER_HELP)
         .subcommand_required(true)
         .arg_required_else_help(true)
-        .subcommand_value_name("SOCKET-TYPE|proxy")
+        .subcommand_value_name("SOCKET-TYPE|proxy|keygen")
         .override_usage(
             "zmtp <SOCKET-TYPE> [--bind ENDPOINT] [--connect ENDPOINT] [OPTIONS] [MESSAGE]...\n       \
              zmtp proxy --frontend TYPE:bind:ENDPOINT --backend TYPE:bind:ENDPOINT [--capture …]",
@@ -303,6 +346,9 @@ pub fn command() -> Command {
     cmd.subcommand(
         ProxyArgs::augment_args(Command::new("proxy")).about(help::PROXY_ABOUT).after_help(help::PROXY_DETAILS),
     )
+    .subcommand(Command::new("keygen").about(
+        "Print a new CURVE key pair in Z85 (give the secret key to --curve-server, the public key to clients' --curve-serverkey)",
+    ))
 }
 
 /// Parses the process arguments; clap errors (and `--help`) exit the process right here.
@@ -311,6 +357,9 @@ pub fn parse() -> Result<Invocation, CliError> {
     let (name, sub) = matches.subcommand().expect("subcommand_required");
     if name == "proxy" {
         return ProxyArgs::from_arg_matches(sub).map(Invocation::Proxy).map_err(|e| e.exit());
+    }
+    if name == "keygen" {
+        return Ok(Invocation::Keygen);
     }
     let t: SocketType = name.parse().expect("subcommands are socket type names");
     reject_foreign_options(t, sub)?;

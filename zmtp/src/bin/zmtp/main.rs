@@ -44,6 +44,11 @@ fn execute() -> Result<(), CliError> {
         match invocation {
             Invocation::Socket(t, args) => run::run(t, *args).await,
             Invocation::Proxy(args) => proxy::run(args).await,
+            Invocation::Keygen => {
+                let keys = zmtp::security::KeyPair::generate();
+                println!("public: {}\nsecret: {}", keys.public_z85(), keys.secret_z85());
+                Ok(())
+            }
         }
     })
 }

@@ -198,6 +198,7 @@ fn apply_options(s: &Socket, a: &SocketArgs) -> Result<(), CliError> {
     }
     s.set_immediate(a.immediate);
     s.set_conflate(a.conflate);
+    apply_security(s, a)?;
     s.set_ipv6(a.ipv6);
     s.set_req_relaxed(a.req_relaxed);
     s.set_req_correlate(a.req_correlate);
@@ -250,4 +251,58 @@ fn describe(event: &MonitorEvent) -> Option<String> {
         MonitorEvent::Closed { endpoint } => format!("closed {endpoint}"),
         _ => return None,
     })
+}
+
+/// CURVE / PLAIN options, and an address- and credential-checking authenticator for servers.
+fn apply_security(s: &Socket, a: &SocketArgs) -> Result<(), CliError> {
+    use zmtp::security::{KeyPair, StaticAuthenticator, decode_key};
+    let key = |flag: &str, text: &str| {
+        decode_key(text).map_err(|e| usage(format!("{flag}: {e} (a key is 40 Z85 characters, see zmtp keygen)")))
+    };
+    let mut auth = StaticAuthenticator::new();
+    for ip in &a.allow {
+        auth = auth.allow_address(*ip);
+    }
+    for ip in &a.deny {
+        auth = auth.deny_address(*ip);
+    }
+    let mut authenticate = !a.allow.is_empty() || !a.deny.is_empty();
+    if let Some(secret) = &a.curve_server {
+        key("--curve-server", secret)?;
+        s.set_curve_server(true);
+        s.set_curve_secretkey(secret).map_err(|e| usage(format!("--curve-server: {e}")))?;
+        if a.curve_allow.is_empty() {
+            auth = auth.allow_any_curve_key();
+        }
+        for public in &a.curve_allow {
+            auth = auth.curve_key(key("--curve-allow", public)?);
+        }
+        authenticate = true;
+    }
+    if let Some(server) = &a.curve_serverkey {
+        s.set_curve_serverkey_bytes(key("--curve-serverkey", server)?);
+        let ours = match &a.curve_secretkey {
+            Some(secret) => KeyPair::from_secret_bytes(key("--curve-secretkey", secret)?),
+            None => KeyPair::generate(),
+        };
+        s.set_curve_keypair(ours);
+    }
+    if !a.plain_server.is_empty() {
+        s.set_plain_server(true);
+        for entry in &a.plain_server {
+            let (user, password) = entry
+                .split_once(':')
+                .ok_or_else(|| usage(format!("--plain-server {entry:?}: expected USER:PASSWORD")))?;
+            auth = auth.plain_user(user, password);
+        }
+        authenticate = true;
+    }
+    if let (Some(user), Some(password)) = (&a.plain_username, &a.plain_password) {
+        s.set_plain_username(user.clone());
+        s.set_plain_password(password.clone());
+    }
+    if authenticate {
+        s.set_authenticator(auth);
+    }
+    Ok(())
 }
