@@ -10,7 +10,8 @@
 //! thr-inproc <size> <count>                     PUSH and PULL on two threads of one process
 //! lat-server <endpoint> <rr|dr> <size> <count>  REP (rr) or ROUTER (dr) binds and echoes
 //! lat-client <endpoint> <rr|dr> <size> <count>  REQ or DEALER; prints RESULT p50_us= p99_us= (one-way)
-//! pub        <endpoint> <size> <count> <ctrl>   PUB binds; warm-up until the subscribers say go
+//! pub        <endpoint> <size> <millis> <ctrl>  PUB binds; warm-up until the subscribers say go, then
+//!                                               sends as fast as it can for <millis> ms
 //! subs       <endpoint> <n> <size> <ctrl>       n SUBs; prints RESULT delivered_per_s=
 //! mem-router <endpoint> <n>                     ROUTER; prints RESULT base_kib= kib= once n peers said hi
 //! mem-dealers <endpoint> <n>                    n DEALERs, each says hi and waits for the answer
@@ -198,6 +199,9 @@ impl CtrlClient {
         let _ = self.0.write_all(b"D");
     }
 }
+
+/// The publisher looks at the clock once per this many sends.
+pub const PUB_CHECK_EVERY: usize = 256;
 
 /// How long the publisher keeps sending end markers before giving up.
 pub const END_TIMEOUT: Duration = Duration::from_secs(30);

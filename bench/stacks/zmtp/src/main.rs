@@ -112,7 +112,7 @@ async fn lat_client(ep: &str, dealer_router: bool, size: usize, count: usize) {
     s.close().await;
 }
 
-async fn publisher(ep: &str, size: usize, count: usize, ctrl: u16) {
+async fn publisher(ep: &str, size: usize, millis: usize, ctrl: u16) {
     let p = Socket::new(SocketType::Pub);
     p.bind(ep).await.unwrap();
     let ctrl = CtrlServer::start(ctrl);
@@ -123,8 +123,14 @@ async fn publisher(ep: &str, size: usize, count: usize, ctrl: u16) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let data = Bytes::from(common::tagged(common::DATA, size));
-    for _ in 0..count {
-        p.send(Message::single(data.clone())).await.unwrap();
+    let stop = Instant::now() + Duration::from_millis(millis as u64);
+    'send: loop {
+        for _ in 0..common::PUB_CHECK_EVERY {
+            p.send(Message::single(data.clone())).await.unwrap();
+        }
+        if Instant::now() >= stop {
+            break 'send;
+        }
     }
     let end = Bytes::from(common::tagged(common::END, size));
     let deadline = Instant::now() + common::END_TIMEOUT;
