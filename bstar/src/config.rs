@@ -6,6 +6,7 @@ use zmtp::SocketType;
 
 use crate::Error;
 use crate::fsm::Side;
+use crate::security::Curve;
 
 /// The reference heartbeat interval.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(1000);
@@ -42,6 +43,8 @@ pub struct Config {
     pub heartbeat: Duration,
     /// See [`DEFAULT_REQUEST_QUEUE`].
     pub request_queue: usize,
+    /// CURVE on the voter and the state link (`None`: NULL security, the default).
+    pub curve: Option<Curve>,
 }
 
 impl Config {
@@ -55,6 +58,7 @@ impl Config {
             voter_type: SocketType::Router,
             heartbeat: DEFAULT_HEARTBEAT,
             request_queue: DEFAULT_REQUEST_QUEUE,
+            curve: None,
         }
     }
 
@@ -86,6 +90,12 @@ impl Config {
     /// Sets the accepted-request queue bound (default [`DEFAULT_REQUEST_QUEUE`], at least 1).
     pub fn request_queue(mut self, len: usize) -> Config {
         self.request_queue = len;
+        self
+    }
+
+    /// Secures the voter and the state link with CURVE (see [`Curve`]).
+    pub fn curve(mut self, curve: Curve) -> Config {
+        self.curve = Some(curve);
         self
     }
 

@@ -33,6 +33,8 @@ pub struct Status {
     pub rejected: u64,
     /// Malformed state messages dropped.
     pub malformed: u64,
+    /// Security handshakes that failed, on any of the three sockets.
+    pub handshake_failures: u64,
     /// False once [`BinaryStar::run`](crate::BinaryStar::run) has returned or been dropped.
     pub running: bool,
     /// Set when the run ended on a fatal pair failure.

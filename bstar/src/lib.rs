@@ -12,6 +12,7 @@
 //! - [`liveness`]: the peer-expiry clock and the peer's liveness.
 //! - [`BinaryStar`]: the async runner over zmtp sockets; [`Notices`] (role changes, accepted
 //!   requests, peer liveness, in order) and [`Handle`] (status, replies, stop).
+//! - [`Curve`]: CURVE on the voter and on the state link between the pair.
 //!
 //! The binaries `bstarsrv` and `bstarcli` reproduce the Guide's example server pair and failover
 //! client. See the crate's README for the limitations of the pattern.
@@ -27,11 +28,13 @@ mod handle;
 pub mod liveness;
 mod notices;
 mod runner;
+mod security;
 
 pub use config::{Config, DEFAULT_HEARTBEAT, DEFAULT_REQUEST_QUEUE};
 pub use error::Error;
 pub use fsm::{FsmError, Role, Side, State};
 pub use handle::{Handle, Status};
 pub use liveness::Liveness;
-pub use notices::{Notice, Notices};
+pub use notices::{Link, Notice, Notices};
 pub use runner::BinaryStar;
+pub use security::Curve;

@@ -32,6 +32,38 @@ pub enum Notice {
     /// No valid state message from the peer for 2 × heartbeat (also reported at start-up when the
     /// peer was never heard within that window). A passive server stays passive until a client votes.
     PeerSilent,
+    /// A connection's security handshake failed (a wrong or unlisted CURVE key, a peer without
+    /// CURVE …). The same reason on the same [`Link`] is reported at most once a second;
+    /// `Status::handshake_failures` counts them all.
+    HandshakeFailed {
+        /// Which socket.
+        link: Link,
+        /// The other side's address (empty for ipc).
+        peer: String,
+        /// Why, as the connection reported it.
+        reason: String,
+    },
+}
+
+/// One of a server's three sockets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Link {
+    /// The state PUB: the peer's SUB connects here.
+    StatePub,
+    /// The state SUB, connecting to the peer's state PUB.
+    StateSub,
+    /// The voter: clients connect here.
+    Voter,
+}
+
+impl std::fmt::Display for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Link::StatePub => "state PUB",
+            Link::StateSub => "state SUB",
+            Link::Voter => "voter",
+        })
+    }
 }
 
 /// The application's end: a [`Stream`] of [`Notice`]s, ending when the runner stops.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, MissedTickBehavior};
-use zmtp::{Message, Socket, SocketType};
+use zmtp::{Message, Monitor, MonitorEvent, Socket, SocketType};
 
 use crate::codec;
 use crate::config::Config;
@@ -13,10 +13,19 @@ use crate::error::Error;
 use crate::fsm::{Event, Fsm, Role, State, Vote};
 use crate::handle::{Handle, Shared, Status};
 use crate::liveness::PeerClock;
-use crate::notices::{Notice, Notices, Outbox};
+use crate::notices::{Link, Notice, Notices, Outbox};
 
 /// Upper bound on the SUB's reconnect interval, so a restarted peer is heard quickly.
 const MAX_RECONNECT: Duration = Duration::from_millis(100);
+
+/// Least time between two [`Notice::HandshakeFailed`] of one link for the same reason (a
+/// misconfigured peer retries every 100 ms).
+const HANDSHAKE_NOTICE_EVERY: Duration = Duration::from_secs(1);
+
+/// After a failed handshake on the state SUB, the SUB is reconnected from scratch this much later:
+/// a connection refused with an ERROR (our key not admitted) is not retried by zmtp (a protocol
+/// error, as in libzmq), and the peer may since have been restarted with the right keys.
+const REDIAL_AFTER: Duration = Duration::from_secs(1);
 
 /// One server of a Binary Star pair.
 ///
@@ -75,6 +84,12 @@ pub struct BinaryStar {
     voter: Socket,
     shared: Arc<Shared>,
     outbox: Outbox,
+    /// Connection events of the state PUB, the SUB and the voter (for handshake failures).
+    monitors: [(Link, Monitor); 3],
+    /// When each link's last handshake failure was reported, and why.
+    reported: [Option<(Instant, String)>; 3],
+    /// When to reconnect the state SUB after a failed handshake.
+    redial_at: Option<Instant>,
 }
 
 impl BinaryStar {
@@ -85,15 +100,24 @@ impl BinaryStar {
         let voter_at = config.validate()?.to_owned();
         let statepub = Socket::new(SocketType::Pub);
         statepub.set_linger(Some(Duration::ZERO));
-        let state_endpoint = statepub.bind(&config.local).await?;
-
         let statesub = Socket::new(SocketType::Sub);
         statesub.set_linger(Some(Duration::ZERO));
         statesub.set_reconnect_ivl(Some(config.heartbeat.min(MAX_RECONNECT)));
         statesub.subscribe("")?;
-        statesub.connect(&config.remote).await?;
-
         let voter = Socket::new(config.voter_type);
+        if let Some(curve) = &config.curve {
+            curve.state_pub(&statepub);
+            curve.state_sub(&statesub);
+            curve.voter(&voter);
+        }
+        let monitors = [
+            (Link::StatePub, statepub.monitor()),
+            (Link::StateSub, statesub.monitor()),
+            (Link::Voter, voter.monitor()),
+        ];
+
+        let state_endpoint = statepub.bind(&config.local).await?;
+        statesub.connect(&config.remote).await?;
         let voter_endpoint = voter.bind(&voter_at).await?;
 
         let fsm = Fsm::new(config.side);
@@ -107,6 +131,7 @@ impl BinaryStar {
             accepted: 0,
             rejected: 0,
             malformed: 0,
+            handshake_failures: 0,
             running: true,
             fatal: None,
         };
@@ -119,7 +144,19 @@ impl BinaryStar {
             heartbeat: config.heartbeat,
         });
         let (outbox, notices) = Outbox::new(config.request_queue);
-        Ok((BinaryStar { config, fsm, statepub, statesub, voter, shared, outbox }, notices))
+        let star = BinaryStar {
+            config,
+            fsm,
+            statepub,
+            statesub,
+            voter,
+            shared,
+            outbox,
+            monitors,
+            reported: Default::default(),
+            redial_at: None,
+        };
+        Ok((star, notices))
     }
 
     /// A handle for status, liveness, replies and stopping.
@@ -177,8 +214,43 @@ impl BinaryStar {
                 msg = self.statesub.recv() => self.on_state_message(msg?, &mut clock)?,
                 () = sleep_until(deadline), if deadline.is_some() => self.check_peer(&mut clock, Instant::now()),
                 msg = gated_recv(&self.outbox, &self.voter) => self.on_request(msg?, &mut clock)?,
+                () = sleep_until(self.redial_at), if self.redial_at.is_some() => self.redial().await?,
+                (i, event) = next_monitor_event(&mut self.monitors) => {
+                    if let MonitorEvent::HandshakeFailed { peer, error, .. } = event {
+                        self.handshake_failed(i, peer, error.to_string());
+                    }
+                }
             }
         }
+    }
+
+    /// Reconnects the state SUB from scratch (see [`REDIAL_AFTER`]).
+    async fn redial(&mut self) -> Result<(), Error> {
+        self.redial_at = None;
+        tracing::info!(side = %self.config.side, peer = %self.config.remote, "reconnecting the state SUB after a failed handshake");
+        let _ = self.statesub.disconnect(&self.config.remote).await;
+        self.statesub.connect(&self.config.remote).await?;
+        Ok(())
+    }
+
+    fn handshake_failed(&mut self, i: usize, peer: String, reason: String) {
+        let link = self.monitors[i].0;
+        if link == Link::StateSub && self.redial_at.is_none() {
+            self.redial_at = Some(Instant::now() + REDIAL_AFTER);
+        }
+        self.shared.update(|s| {
+            s.handshake_failures += 1;
+            true
+        });
+        let now = Instant::now();
+        let repeated = |(at, last): &(Instant, String)| now < *at + HANDSHAKE_NOTICE_EVERY && *last == reason;
+        if self.reported[i].as_ref().is_some_and(repeated) {
+            tracing::debug!(side = %self.config.side, %link, %peer, %reason, "security handshake failed");
+            return;
+        }
+        self.reported[i] = Some((now, reason.clone()));
+        tracing::warn!(side = %self.config.side, %link, %peer, %reason, "security handshake failed");
+        self.outbox.send(Notice::HandshakeFailed { link, peer, reason });
     }
 
     fn on_state_message(&mut self, msg: Message, clock: &mut PeerClock) -> Result<(), Error> {
@@ -296,6 +368,18 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+/// The next event of any of the monitors (pending forever once all have ended).
+async fn next_monitor_event(monitors: &mut [(Link, Monitor); 3]) -> (usize, MonitorEvent) {
+    let [(_, a), (_, b), (_, c)] = monitors;
+    let ended = || std::future::pending::<(usize, MonitorEvent)>();
+    tokio::select! {
+        Some(ev) = a.next_event() => (0, ev),
+        Some(ev) = b.next_event() => (1, ev),
+        Some(ev) = c.next_event() => (2, ev),
+        else => ended().await,
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
+use zmtp::security::KeyPair;
 use zmtp::{Socket, SocketType};
 
 /// A child process whose stdout lines arrive, time-stamped, on a channel.
@@ -44,9 +45,22 @@ impl Proc {
     }
 
     fn server(name: &'static str, side: &str, frontend: &str, state: &str, peer: &str, heartbeat: u64) -> Proc {
+        Proc::server_with(name, side, frontend, state, peer, heartbeat, &[])
+    }
+
+    /// [`server`](Self::server) with extra arguments.
+    fn server_with(
+        name: &'static str,
+        side: &str,
+        frontend: &str,
+        state: &str,
+        peer: &str,
+        heartbeat: u64,
+        extra: &[&str],
+    ) -> Proc {
         let hb = heartbeat.to_string();
         let args = [side, "--frontend", frontend, "--state", state, "--peer", peer, "--heartbeat", hb.as_str()];
-        Proc::spawn(name, env!("CARGO_BIN_EXE_bstarsrv"), &args)
+        Proc::spawn(name, env!("CARGO_BIN_EXE_bstarsrv"), &[&args[..], extra].concat())
     }
 
     /// The next line (bounded by `limit`), or `None` when the process closed its stdout.
@@ -260,4 +274,90 @@ async fn next_line_or_none(proc: &mut Proc, limit: Duration) -> Option<(Instant,
         Ok(None) => panic!("{}: exited early: {:?}", proc.name, proc.seen),
         Err(_) => None,
     }
+}
+
+/// Both servers and the client over CURVE (one key pair shared by the pair): a client with the
+/// wrong server key gets no answer from either server (and says the handshake failed), while a
+/// client with the right key is served and fails over on SIGKILL as without CURVE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curve_pair_fails_over_and_a_client_with_the_wrong_key_gets_no_answer() {
+    bounded(async {
+        let keys = KeyPair::generate();
+        let (secret, public) = (keys.secret_z85(), keys.public_z85());
+        let curve = ["--curve-server", secret.as_str()];
+        let ([pf, ps, bf, bs], _cleanup) = Endpoints::new(["pf", "ps", "bf", "bs"]);
+        let mut primary = Proc::server_with("primary", "-p", &pf, &ps, &bs, 100, &curve);
+        let mut backup = Proc::server_with("backup", "-b", &bf, &bs, &ps, 100, &curve);
+        assert_eq!(primary.expect("I: CURVE public key").await.1, format!("I: CURVE public key {public}"));
+        primary.expect("I: became ACTIVE").await;
+        backup.expect("I: became PASSIVE").await;
+
+        // The wrong server key: refused by both servers in turn, never a reply.
+        let wrong = KeyPair::generate().public_z85();
+        let timing = ["--timeout", "800", "--settle", "50", "--interval", "20"];
+        let servers = ["--server", pf.as_str(), "--server", bf.as_str()];
+        let mut intruder = Proc::spawn(
+            "intruder",
+            env!("CARGO_BIN_EXE_bstarcli"),
+            &[&servers[..], &timing, &["--curve-serverkey", &wrong]].concat(),
+        );
+        for server in [&pf, &bf, &pf] {
+            assert_eq!(intruder.next_line().await.1, format!("I: connecting to server at {server}..."));
+            let (_, line) = intruder.next_line().await;
+            assert!(line.starts_with("W: security handshake with server failed: "), "{line}");
+            assert_eq!(intruder.next_line().await.1, "W: no response from server, failing over");
+        }
+        intruder.kill9().await;
+        assert!(!intruder.drain().iter().any(|l| l.starts_with("I: server replied OK")), "{:?}", intruder.seen);
+        let (_, refusal) = primary.expect("W: security handshake failed on the voter").await;
+        assert!(refusal.contains("HELLO"), "{refusal}");
+        backup.expect("W: security handshake failed on the voter").await;
+
+        // The right key: served, and failover on SIGKILL works as without CURVE.
+        let mut client = Proc::spawn(
+            "client",
+            env!("CARGO_BIN_EXE_bstarcli"),
+            &[&servers[..], &["--timeout", "500", "--settle", "300", "--interval", "20", "--curve-serverkey", &public]]
+                .concat(),
+        );
+        assert_eq!(client.next_line().await.1, format!("I: connecting to server at {pf}..."));
+        let last = oks_without_failover(&mut client, 3, 0).await;
+        primary.kill9().await;
+        let (last, _) = failover(&mut client, &bf, last).await;
+        backup.expect("I: became ACTIVE").await;
+        oks_without_failover(&mut client, 3, last).await;
+        assert!(
+            !primary.drain().iter().any(|l| l.contains("security handshake failed on the state")),
+            "{:?}",
+            primary.seen
+        );
+        assert!(
+            !backup.drain().iter().any(|l| l.contains("security handshake failed on the state")),
+            "{:?}",
+            backup.seen
+        );
+    })
+    .await;
+}
+
+/// bstarsrv refuses a key that is not 40 Z85 characters, and bstarcli a key count that does not
+/// match the servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_curve_arguments_are_refused() {
+    bounded(async {
+        let out = Command::new(env!("CARGO_BIN_EXE_bstarsrv"))
+            .args(["-p", "--curve-server", "short"])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("40 Z85 characters"), "{out:?}");
+        let key = KeyPair::generate().public_z85();
+        let args =
+            ["--server", "1", "--server", "2", "--server", "3", "--curve-serverkey", &key, "--curve-serverkey", &key];
+        let out = Command::new(env!("CARGO_BIN_EXE_bstarcli")).args(args).output().await.unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("once per --server"), "{out:?}");
+    })
+    .await;
 }

@@ -37,6 +37,13 @@ pub const KTHXBAI: &str = "KTHXBAI";
 /// Key of the heartbeat.
 pub const HUGZ: &str = "HUGZ";
 
+/// `PEERSYNC?`: a chp extension used between the two servers of a high-availability pair. The
+/// passive server sends `["PEERSYNC?"]` to the active's SNAPSHOT socket and gets the whole map as
+/// KVSYNCs whose properties frame carries each key's *remaining* time to live (`ttl=SECONDS`, on
+/// the sender's clock), then KTHXBAI. Plain ICANHAZ? snapshots stay exactly as 12/CHP says
+/// (frames 2 and 3 empty).
+pub const PEERSYNC: &str = "PEERSYNC?";
+
 /// Keys a client may not set: they would be read as KTHXBAI or HUGZ.
 pub fn is_reserved_key(key: &[u8]) -> bool {
     key == KTHXBAI.as_bytes() || key == HUGZ.as_bytes()

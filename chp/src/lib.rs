@@ -6,7 +6,8 @@
 //!
 //! - [`kvmsg`]: the five-frame message, with typed rejection of every malformation.
 //! - [`command`]: ICANHAZ?, KVSYNC, KTHXBAI, KVPUB, KVSET, HUGZ as types; subtrees.
-//! - [`server`]: the server ([`Server`]) and its socket-free state machine ([`server::ServerState`]).
+//! - [`server`]: the server ([`Server`]) and its socket-free state machine ([`server::ServerState`]);
+//!   the high-availability pair ([`HaServer`], Binary Star + Clone Model Six) in [`server::ha`].
 //! - [`client`]: the client ([`Client`]): an agent task keeping a replica in sync.
 //! - [`store`]: the server's compact ordered store.
 //!
@@ -45,4 +46,5 @@ pub use address::ServerAddress;
 pub use client::{Client, ClientError, ClientOptions, Event, Events, GapPolicy, Snapshot, Status};
 pub use command::Subtree;
 pub use kvmsg::KvMsg;
+pub use server::ha::{HaConfig, HaServer};
 pub use server::{Server, ServerConfig};

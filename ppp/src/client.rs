@@ -14,10 +14,23 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::FutureExt;
 use tokio::time::{Instant, timeout_at};
-use zmtp::{Message, Socket, SocketType};
+use zmtp::{Message, Monitor, MonitorEvent, Socket, SocketType};
 
 use crate::protocol::Envelope;
+use crate::security::Security;
+
+/// The reason of the last handshake failure among the events already queued on `monitor`.
+fn last_handshake_failure(monitor: &mut Monitor) -> Option<String> {
+    let mut last = None;
+    while let Some(Some(event)) = monitor.next_event().now_or_never() {
+        if let MonitorEvent::HandshakeFailed { error, .. } = event {
+            last = Some(error.to_string());
+        }
+    }
+    last
+}
 
 /// Timeout and retries; defaults are the Guide's (2500 ms, 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,8 +53,12 @@ impl Default for ClientConfig {
 pub enum ClientError {
     /// Every attempt timed out.
     #[error(
-        "no reply from {endpoint} after {attempts} attempt(s) of {} ms each: the server seems to be offline",
-        timeout.as_millis()
+        "no reply from {endpoint} after {attempts} attempt(s) of {} ms each: {}",
+        timeout.as_millis(),
+        match handshake {
+            Some(reason) => format!("the security handshake failed ({reason}): check the server key or credentials"),
+            None => "the server seems to be offline".to_owned(),
+        }
     )]
     NoReply {
         /// The server endpoint.
@@ -50,11 +67,14 @@ pub enum ClientError {
         attempts: u32,
         /// The timeout of each attempt.
         timeout: Duration,
+        /// Why the last security handshake failed, if one did during the last attempt (the server
+        /// is up but refuses this client: wrong CURVE server key, key not allowed, bad password).
+        handshake: Option<String>,
     },
     /// The request had no frames.
     #[error("a request needs at least one frame")]
     EmptyRequest,
-    /// The configuration is out of range (zero retries or timeout).
+    /// The configuration is out of range (zero retries or timeout, a server security role).
     #[error("invalid client configuration: {0}")]
     Config(&'static str),
     /// A socket error (e.g. an invalid endpoint).
@@ -78,7 +98,8 @@ pub enum ClientError {
 pub struct Client {
     endpoint: String,
     config: ClientConfig,
-    socket: Option<Socket>,
+    security: Security,
+    socket: Option<(Socket, Monitor)>,
     sequence: u64,
     resends: u64,
     stale: u64,
@@ -88,22 +109,37 @@ impl Client {
     /// Checks the configuration and connects (in the background: a server that is down is only
     /// noticed when a request times out).
     pub async fn connect(endpoint: impl Into<String>, config: ClientConfig) -> Result<Client, ClientError> {
+        Client::connect_secure(endpoint, config, Security::Null).await
+    }
+
+    /// [`connect`](Self::connect) with security: a client role ([`Security::CurveClient`],
+    /// [`Security::PlainClient`]) matching the queue's frontend, applied to every socket the client
+    /// makes.
+    pub async fn connect_secure(
+        endpoint: impl Into<String>,
+        config: ClientConfig,
+        security: Security,
+    ) -> Result<Client, ClientError> {
+        security.check_role(false).map_err(ClientError::Config)?;
         if config.retries == 0 {
             return Err(ClientError::Config("retries must be at least 1"));
         }
         if config.timeout.is_zero() {
             return Err(ClientError::Config("timeout must be positive"));
         }
-        let mut client = Client { endpoint: endpoint.into(), config, socket: None, sequence: 0, resends: 0, stale: 0 };
+        let mut client =
+            Client { endpoint: endpoint.into(), config, security, socket: None, sequence: 0, resends: 0, stale: 0 };
         client.socket = Some(client.open().await?);
         Ok(client)
     }
 
-    async fn open(&self) -> Result<Socket, ClientError> {
+    async fn open(&self) -> Result<(Socket, Monitor), ClientError> {
         let socket = Socket::new(SocketType::Dealer);
         socket.set_linger(Some(Duration::ZERO));
+        self.security.apply(&socket);
+        let monitor = socket.monitor();
         socket.connect(&self.endpoint).await?;
-        Ok(socket)
+        Ok((socket, monitor))
     }
 
     /// The server endpoint.
@@ -130,15 +166,16 @@ impl Client {
         self.sequence += 1;
         let sequence = Bytes::copy_from_slice(&self.sequence.to_be_bytes());
         let wire = Envelope::new(vec![sequence.clone()]).wrap(request);
+        let mut handshake = None;
         for attempt in 1..=self.config.retries {
             if attempt > 1 {
                 self.resends += 1;
             }
             let socket = match &self.socket {
-                Some(s) => s.clone(),
+                Some((s, _)) => s.clone(),
                 None => {
-                    let s = self.open().await?;
-                    self.socket = Some(s.clone());
+                    let (s, monitor) = self.open().await?;
+                    self.socket = Some((s.clone(), monitor));
                     s
                 }
             };
@@ -148,18 +185,23 @@ impl Client {
                 Ok(Err(e)) => return Err(e.into()),
                 Err(_) => {
                     // Lazy Pirate: the socket may be wedged on a dead server; start afresh.
-                    self.socket = None;
+                    let (_, mut monitor) = self.socket.take().expect("the attempt's socket");
+                    handshake = last_handshake_failure(&mut monitor);
+                    if let Some(reason) = &handshake {
+                        tracing::warn!(attempt, endpoint = %self.endpoint, %reason, "security handshake failed (wrong server key or credentials?)");
+                    }
                     if attempt < self.config.retries {
                         tracing::warn!(attempt, endpoint = %self.endpoint, "no reply; reconnecting and resending");
                     }
                 }
             }
         }
-        tracing::error!(endpoint = %self.endpoint, attempts = self.config.retries, "server seems to be offline, abandoning");
+        tracing::error!(endpoint = %self.endpoint, attempts = self.config.retries, "no reply, abandoning");
         Err(ClientError::NoReply {
             endpoint: self.endpoint.clone(),
             attempts: self.config.retries,
             timeout: self.config.timeout,
+            handshake,
         })
     }
 

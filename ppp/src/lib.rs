@@ -13,6 +13,7 @@
 //! - [`Worker`]: runs an application [`Handler`] (any `async` closure `Message -> Message`).
 //! - [`Client`]: the Lazy Pirate client.
 //! - [`protocol`]: READY / HEARTBEAT and envelopes.
+//! - [`Security`]: CURVE or PLAIN for every socket a queue, worker or client makes (see [`security`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -38,11 +39,13 @@
 pub mod client;
 pub mod protocol;
 pub mod queue;
+pub mod security;
 pub mod worker;
 
 pub use client::{Client, ClientConfig, ClientError};
 pub use protocol::{Command, Envelope, ProtocolError};
 pub use queue::{Overflow, Queue, QueueError, QueueEvent, QueueHandle, QueueStats};
+pub use security::Security;
 pub use worker::{Handler, Worker, WorkerEvent, WorkerHandle};
 
 /// Events buffered per subscriber before the oldest are skipped.

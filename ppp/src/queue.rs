@@ -37,6 +37,7 @@ use tokio::time::{Instant, sleep_until};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
 use crate::protocol::{Command, Envelope, ProtocolError};
+use crate::security::Security;
 use crate::{EVENT_CAPACITY, display_id};
 
 /// What to do with a new request when `max_pending` requests are already waiting.
@@ -80,6 +81,12 @@ pub struct Queue {
     pub max_pending: usize,
     /// What happens when `max_pending` is reached. Default [`Overflow::Backpressure`].
     pub overflow: Overflow,
+    /// Security of the frontend (clients connect here): NULL, or a server role
+    /// ([`Security::CurveServer`], [`Security::PlainServer`]). Default NULL.
+    pub frontend_security: Security,
+    /// Security of the backend (workers connect here). Default NULL. With CURVE, an allow list of
+    /// worker keys here keeps a client that knows the server key from registering as a worker.
+    pub backend_security: Security,
 }
 
 impl Default for Queue {
@@ -91,6 +98,8 @@ impl Default for Queue {
             interval: Duration::from_millis(1000),
             max_pending: 1000,
             overflow: Overflow::Backpressure,
+            frontend_security: Security::Null,
+            backend_security: Security::Null,
         }
     }
 }
@@ -108,7 +117,7 @@ pub enum QueueError {
         /// The socket error.
         source: zmtp::Error,
     },
-    /// A configuration value is out of range.
+    /// A configuration value is out of range, or a security setting is a client role.
     #[error("invalid queue configuration: {0}")]
     Config(&'static str),
 }
@@ -156,6 +165,17 @@ pub enum QueueEvent {
     },
     /// With [`Overflow::DropOldest`]: the oldest pending request was dropped.
     RequestDropped,
+    /// A peer's security handshake failed (a CURVE client with the wrong server key or a key not
+    /// on the allow list, a wrong PLAIN password, a mechanism mismatch …); it was disconnected and
+    /// never reached the queue's logic.
+    HandshakeFailed {
+        /// "frontend" or "backend".
+        side: &'static str,
+        /// The peer's address (empty for ipc).
+        peer: String,
+        /// Why, as the connection reported it.
+        reason: String,
+    },
 }
 
 /// Counters and gauges of a running queue, from [`QueueHandle::stats`] (refreshed after every
@@ -186,6 +206,13 @@ impl Queue {
         Queue { frontend: frontend.into(), backend: backend.into(), ..Queue::default() }
     }
 
+    /// The same security for the frontend and the backend (a server role, or NULL).
+    pub fn security(mut self, security: Security) -> Self {
+        self.frontend_security = security.clone();
+        self.backend_security = security;
+        self
+    }
+
     /// Binds both endpoints and runs the queue in a background task until the handle is stopped or
     /// dropped.
     pub async fn spawn(self) -> Result<QueueHandle, QueueError> {
@@ -198,8 +225,13 @@ impl Queue {
         if self.max_pending == 0 {
             return Err(QueueError::Config("max_pending must be at least 1"));
         }
+        self.frontend_security.check_role(true).map_err(QueueError::Config)?;
+        self.backend_security.check_role(true).map_err(QueueError::Config)?;
         let frontend = Socket::new(SocketType::Router);
         let backend = Socket::new(SocketType::Router);
+        self.frontend_security.apply(&frontend);
+        self.backend_security.apply(&backend);
+        let frontend_events = frontend.monitor();
         let backend_events = backend.monitor();
         // Routing to a vanished worker must fail loudly, so its request is not silently lost.
         backend.set_router_mandatory(true);
@@ -225,6 +257,8 @@ impl Queue {
             frontend,
             backend,
             backend_events,
+            frontend_events,
+            refusal_logged: None,
             liveness_span: self.interval * self.liveness,
             interval: self.interval,
             max_pending: self.max_pending,
@@ -330,6 +364,11 @@ struct Broker {
     backend: Socket,
     /// Connection events of the backend: a dropped connection triggers a probe of the workers.
     backend_events: zmtp::Monitor,
+    /// Connection events of the frontend (for handshake failures).
+    frontend_events: zmtp::Monitor,
+    /// When a refused handshake was last logged at `warn` (at most one per interval; the rest at
+    /// `debug`: a misconfigured peer retries every 100 ms).
+    refusal_logged: Option<Instant>,
     liveness_span: Duration,
     interval: Duration,
     max_pending: usize,
@@ -362,7 +401,17 @@ impl Broker {
                 _ = &mut stop => break,
                 r = self.backend.recv() => r.map(|m| self.on_backend(m)).and_then(|()| self.drain()),
                 r = self.frontend.recv(), if read_frontend => r.map(|m| self.on_frontend(m)).and_then(|()| self.drain()),
+                Some(ev) = self.frontend_events.next_event() => {
+                    if let MonitorEvent::HandshakeFailed { peer, error, .. } = ev {
+                        self.handshake_failed("frontend", peer, &error);
+                    }
+                    Ok(())
+                }
                 Some(ev) = self.backend_events.next_event() => match ev {
+                    MonitorEvent::HandshakeFailed { peer, error, .. } => {
+                        self.handshake_failed("backend", peer, &error);
+                        Ok(())
+                    }
                     MonitorEvent::Disconnected { .. } => {
                         // Whatever the peer sent before it went counts (a reply, say); then find
                         // out which worker it was: the route is gone, so a send to it fails.
@@ -492,7 +541,12 @@ impl Broker {
         };
         if msg.len() == 1 {
             match Command::parse(&msg) {
-                Ok(Command::Ready) => self.on_ready(worker, now),
+                Ok(Command::Ready) => {
+                    if let Some(user) = msg.property("User-Id").filter(|u| !u.is_empty()) {
+                        tracing::debug!(worker = %display_id(&worker), user, "READY from an authenticated worker");
+                    }
+                    self.on_ready(worker, now)
+                }
                 Ok(Command::Heartbeat) if known => {}
                 Ok(Command::Heartbeat) => {
                     tracing::debug!(worker = %display_id(&worker), "HEARTBEAT from an unregistered worker ignored (READY must come first)");
@@ -533,6 +587,18 @@ impl Broker {
             }
             Err(error) => self.malformed("backend", error, &worker),
         }
+    }
+
+    fn handshake_failed(&mut self, side: &'static str, peer: String, error: &zmtp::ConnectionError) {
+        let reason = error.to_string();
+        let now = Instant::now();
+        if self.refusal_logged.is_none_or(|at| now >= at + self.interval) {
+            self.refusal_logged = Some(now);
+            tracing::warn!(side, %peer, %reason, "security handshake failed; peer disconnected");
+        } else {
+            tracing::debug!(side, %peer, %reason, "security handshake failed; peer disconnected");
+        }
+        self.emit(QueueEvent::HandshakeFailed { side, peer, reason });
     }
 
     fn drop_reply(&mut self, worker: Bytes, reason: String) {

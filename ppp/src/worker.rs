@@ -34,6 +34,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
 use crate::protocol::{Command, Envelope, ProtocolError};
+use crate::security::Security;
 use crate::{EVENT_CAPACITY, display_id};
 
 /// The application's work: turns a request's content into a reply's content.
@@ -106,6 +107,9 @@ pub struct Worker {
     pub reconnect_init: Duration,
     /// Largest reconnect delay (INTERVAL_MAX). Default 32000 ms.
     pub reconnect_max: Duration,
+    /// Security of each socket: NULL, or a client role ([`Security::CurveClient`],
+    /// [`Security::PlainClient`]) matching the queue's backend. Default NULL.
+    pub security: Security,
 }
 
 impl Worker {
@@ -117,7 +121,14 @@ impl Worker {
             interval: Duration::from_millis(1000),
             reconnect_init: Duration::from_millis(1000),
             reconnect_max: Duration::from_millis(32_000),
+            security: Security::Null,
         }
+    }
+
+    /// Sets [`security`](Self::security).
+    pub fn security(mut self, security: Security) -> Self {
+        self.security = security;
+        self
     }
 
     /// Connects and runs the worker in a background task until the handle is stopped or dropped.
@@ -129,8 +140,11 @@ impl Worker {
                 "worker liveness, interval and reconnect_init must be positive",
             ));
         }
+        if let Err(why) = self.security.check_role(false) {
+            return Err(zmtp::Error::InvalidEndpoint(self.endpoint, why));
+        }
         let (events_tx, events) = broadcast::channel(EVENT_CAPACITY);
-        let first = Connection::open(&self.endpoint).await?;
+        let first = Connection::open(&self.endpoint, &self.security).await?;
         let (stop_tx, stop_rx) = oneshot::channel();
         let (results_tx, results) = mpsc::unbounded_channel();
         let run = Run {
@@ -186,6 +200,13 @@ pub enum WorkerEvent {
     },
     /// A malformed message from the queue was dropped.
     Malformed(ProtocolError),
+    /// The connection's security handshake failed (with CURVE, typically the wrong server key:
+    /// the queue closes the connection; or this worker's key is not on its allow list). zmtp retries
+    /// the connection; READY stays queued until a handshake succeeds.
+    HandshakeFailed {
+        /// Why, as the connection reported it.
+        reason: String,
+    },
 }
 
 /// A running worker. Dropping the handle stops the worker too.
@@ -235,19 +256,22 @@ struct Connection {
     monitor: zmtp::Monitor,
     identity: Bytes,
     handshakes: u32,
+    /// Handshake failures on this socket (the first is logged at `warn`, the rest at `debug`).
+    failures: u32,
 }
 
 impl Connection {
-    async fn open(endpoint: &str) -> zmtp::Result<Connection> {
+    async fn open(endpoint: &str, security: &Security) -> zmtp::Result<Connection> {
         let socket = Socket::new(SocketType::Dealer);
         socket.set_linger(Some(Duration::ZERO));
+        security.apply(&socket);
         let identity = Bytes::from(format!("{:04X}-{:04X}", rand::random::<u16>(), rand::random::<u16>()));
         socket.set_routing_id(identity.clone())?;
         let monitor = socket.monitor();
         socket.connect(endpoint).await?;
         // A connect-side DEALER queues messages until the connection is up: READY goes first.
         socket.try_send(Command::Ready.message())?;
-        Ok(Connection { socket, monitor, identity, handshakes: 0 })
+        Ok(Connection { socket, monitor, identity, handshakes: 0, failures: 0 })
     }
 }
 
@@ -292,7 +316,7 @@ impl<H: Handler> Run<H> {
         loop {
             let c = match conn.take() {
                 Some(c) => c,
-                None => match Connection::open(&self.config.endpoint).await {
+                None => match Connection::open(&self.config.endpoint, &self.config.security).await {
                     Ok(c) => c,
                     Err(e) => {
                         // Cannot happen for an endpoint that worked once; stop rather than spin.
@@ -353,6 +377,16 @@ impl<H: Handler> Run<H> {
                             let _ = c.socket.try_send(Command::Ready.message());
                             self.emit(WorkerEvent::Restarted { identity: c.identity.clone() });
                         }
+                    }
+                    Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
+                        c.failures += 1;
+                        let reason = error.to_string();
+                        if c.failures == 1 {
+                            tracing::warn!(identity = %display_id(&c.identity), %endpoint, %reason, "security handshake with the queue failed (wrong server key or credentials?); retrying");
+                        } else {
+                            tracing::debug!(identity = %display_id(&c.identity), %endpoint, %reason, "security handshake with the queue failed");
+                        }
+                        self.emit(WorkerEvent::HandshakeFailed { reason });
                     }
                     Some(_) => {}
                     None => monitor_open = false,

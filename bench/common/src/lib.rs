@@ -10,9 +10,9 @@
 //! thr-inproc <size> <count>                     PUSH and PULL on two threads of one process
 //! lat-server <endpoint> <rr|dr> <size> <count>  REP (rr) or ROUTER (dr) binds and echoes
 //! lat-client <endpoint> <rr|dr> <size> <count>  REQ or DEALER; prints RESULT p50_us= p99_us= (one-way)
-//! pub        <endpoint> <size> <millis> <ctrl>  PUB binds; warm-up until the subscribers say go, then
-//!                                               sends as fast as it can for <millis> ms
-//! subs       <endpoint> <n> <size> <ctrl>       n SUBs; prints RESULT delivered_per_s=
+//! pub        <endpoint> <size> <count> <ctrl>   PUB (SNDHWM 0) binds; warm-up until the subscribers
+//!                                               say go, then sends <count> messages
+//! subs       <endpoint> <n> <size> <ctrl>       n SUBs (RCVHWM 0); prints RESULT delivered_per_s=
 //! mem-router <endpoint> <n>                     ROUTER; prints RESULT base_kib= kib= once n peers said hi
 //! mem-dealers <endpoint> <n>                    n DEALERs, each says hi and waits for the answer
 //! ```
@@ -200,9 +200,6 @@ impl CtrlClient {
     }
 }
 
-/// The publisher looks at the clock once per this many sends.
-pub const PUB_CHECK_EVERY: usize = 256;
-
 /// How long the publisher keeps sending end markers before giving up.
 pub const END_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -220,6 +217,13 @@ pub fn wait_stdin_eof() {
     while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
         line.clear();
     }
+}
+
+/// The sender side of a throughput run: after its last send it keeps its socket open until the
+/// driver closes its stdin (after the receiver reported), so stacks whose close does not linger
+/// (zeromq drops what is queued) are measured on what they deliver, not on how they close.
+pub async fn hold() {
+    tokio::task::spawn_blocking(wait_stdin_eof).await.unwrap();
 }
 
 /// Tokio runtime: `BENCH_RT=ct` (current-thread) or `mt` (multi-thread, 2 workers); `default` otherwise.

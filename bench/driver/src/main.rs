@@ -1,1 +1,606 @@
-fn main(){}
+//! Runs every row of the side-by-side benchmark for every stack binary that was built, in one run on
+//! one machine (rows interleaved across stacks, repeated `--runs` times), then writes BENCHMARKS.md
+//! and the throughput plot. Started by bench/run.sh; see there for the one command.
+//!
+//! Each measurement is one or two fresh processes of a stack binary (bench/stacks/*), talking over
+//! the common protocol in bench/common: servers print READY once bound, results come back as
+//! `RESULT key=value ...` lines.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+mod plot;
+
+// ---------------------------------------------------------------------------------------------
+// What is measured
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Transport {
+    Tcp,
+    Ipc,
+    Inproc,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Thr { transport: Transport, size: usize, count: usize },
+    Lat { dealer_router: bool, size: usize, count: usize },
+    Fanout { subs: usize, size: usize, count: usize },
+    Mem { n: usize, procs: usize },
+}
+
+#[derive(Clone, Debug)]
+struct Row {
+    id: String,
+    label: String,
+    kind: Kind,
+}
+
+/// One column: a stack binary, perhaps with an environment that selects a mode of it.
+#[derive(Clone, Debug)]
+struct Variant {
+    name: &'static str,
+    bin: &'static str,
+    env: Vec<(&'static str, &'static str)>,
+    /// Rows it takes part in (None: all).
+    only: Option<fn(&Row) -> bool>,
+}
+
+fn variants() -> Vec<Variant> {
+    fn thr_net(r: &Row) -> bool {
+        matches!(r.kind, Kind::Thr { transport: Transport::Tcp | Transport::Ipc, .. })
+    }
+    fn raw_rows(r: &Row) -> bool {
+        matches!(r.kind, Kind::Thr { transport: Transport::Tcp, size: 65536, .. })
+    }
+    vec![
+        Variant { name: "zmtp", bin: "bench-zmtp", env: vec![], only: None },
+        Variant { name: "libzmq", bin: "bench-libzmq", env: vec![], only: None },
+        Variant { name: "zeromq", bin: "bench-zeromq", env: vec![], only: None },
+        Variant { name: "rzmq", bin: "bench-rzmq", env: vec![], only: None },
+        Variant { name: "omq", bin: "bench-omq", env: vec![], only: None },
+        Variant { name: "monocoque", bin: "bench-monocoque", env: vec![], only: None },
+        Variant {
+            name: "monocoque+coalesce",
+            bin: "bench-monocoque",
+            env: vec![("BENCH_MONO_COALESCE", "1")],
+            only: Some(thr_net),
+        },
+        Variant { name: "raw TCP", bin: "bench-rawtcp", env: vec![], only: Some(raw_rows) },
+    ]
+}
+
+fn rows(quick: bool, mem_n: usize) -> Vec<Row> {
+    let q = |n: usize| if quick { (n / 8).max(1) } else { n };
+    let mut rows = Vec::new();
+    let thr = |t: Transport, size: usize, count: usize| {
+        let tname = match t {
+            Transport::Tcp => "tcp",
+            Transport::Ipc => "ipc",
+            Transport::Inproc => "inproc",
+        };
+        Row {
+            id: format!("thr/{tname}/{size}"),
+            label: format!("PUSH/PULL {tname} {}", size_label(size)),
+            kind: Kind::Thr { transport: t, size, count },
+        }
+    };
+    rows.push(thr(Transport::Tcp, 16, q(2_000_000)));
+    rows.push(thr(Transport::Tcp, 64, q(2_000_000)));
+    rows.push(thr(Transport::Tcp, 1024, q(1_000_000)));
+    rows.push(thr(Transport::Tcp, 65536, q(60_000)));
+    rows.push(thr(Transport::Ipc, 64, q(2_000_000)));
+    rows.push(thr(Transport::Ipc, 65536, q(60_000)));
+    rows.push(thr(Transport::Inproc, 64, q(2_000_000)));
+    rows.push(thr(Transport::Inproc, 65536, q(100_000)));
+    for dr in [false, true] {
+        let name = if dr { "DEALER/ROUTER" } else { "REQ/REP" };
+        rows.push(Row {
+            id: format!("lat/{}/64", if dr { "dr" } else { "rr" }),
+            label: format!("{name} tcp 64 B"),
+            kind: Kind::Lat { dealer_router: dr, size: 64, count: q(20_000) },
+        });
+    }
+    for subs in [1, 10, 100] {
+        rows.push(Row {
+            id: format!("fanout/{subs}"),
+            label: format!("PUB/SUB tcp 64 B, {subs} sub{}", if subs == 1 { "" } else { "s" }),
+            kind: Kind::Fanout { subs, size: 64, count: q(2_000_000) / subs },
+        });
+    }
+    rows.push(Row {
+        id: format!("mem/{mem_n}"),
+        label: format!("{mem_n} idle DEALERs → 1 ROUTER"),
+        kind: Kind::Mem { n: mem_n, procs: mem_n.div_ceil(2500).max(1) },
+    });
+    rows
+}
+
+fn size_label(size: usize) -> String {
+    if size >= 1024 { format!("{} KiB", size / 1024) } else { format!("{size} B") }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+#[derive(Clone, Debug)]
+enum Outcome {
+    Values(BTreeMap<String, f64>),
+    Unsupported,
+    Failed(String),
+}
+
+struct Results {
+    /// (row id, variant name) -> one outcome per run
+    runs: BTreeMap<(String, String), Vec<Outcome>>,
+}
+
+impl Results {
+    fn samples(&self, row: &str, variant: &str, key: &str) -> Vec<f64> {
+        self.runs
+            .get(&(row.to_string(), variant.to_string()))
+            .map(|v| {
+                v.iter()
+                    .filter_map(|o| match o {
+                        Outcome::Values(m) => m.get(key).copied(),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    fn median(&self, row: &str, variant: &str, key: &str) -> Option<f64> {
+        median(&self.samples(row, variant, key))
+    }
+    fn unsupported(&self, row: &str, variant: &str) -> bool {
+        self.runs
+            .get(&(row.to_string(), variant.to_string()))
+            .is_some_and(|v| v.iter().any(|o| matches!(o, Outcome::Unsupported)))
+    }
+    fn failures(&self, row: &str, variant: &str) -> Vec<String> {
+        self.runs
+            .get(&(row.to_string(), variant.to_string()))
+            .map(|v| {
+                v.iter()
+                    .filter_map(|o| match o {
+                        Outcome::Failed(e) => Some(e.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = s.len();
+    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running processes
+
+struct Proc {
+    child: Child,
+    lines: Receiver<String>,
+    stdin: Option<ChildStdin>,
+}
+
+impl Proc {
+    fn spawn(bin: &Path, args: &[String], env: &[(&str, &str)], log: &Path, keep_stdin: bool) -> std::io::Result<Proc> {
+        let err = std::fs::File::create(log)?;
+        let mut cmd = Command::new(bin);
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::from(err));
+        cmd.stdin(if keep_stdin { Stdio::piped() } else { Stdio::null() });
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn()?;
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Proc { child, lines: rx, stdin })
+    }
+
+    /// Waits for a line starting with `prefix`; Err on timeout or if the process ended first.
+    fn expect(&mut self, prefix: &str, deadline: Instant) -> Result<String, String> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left.max(Duration::from_millis(1))) {
+                Ok(l) if l.starts_with(prefix) => return Ok(l),
+                Ok(_) => continue,
+                Err(RecvTimeoutError::Timeout) => return Err(format!("timeout waiting for {prefix}")),
+                Err(RecvTimeoutError::Disconnected) => {
+                    let code = self.child.wait().ok().and_then(|s| s.code());
+                    return Err(format!("exited ({code:?}) before {prefix}"));
+                }
+            }
+        }
+    }
+
+    /// Waits for the exit; kills at the deadline. Returns the exit code.
+    fn finish(&mut self, deadline: Instant) -> Option<i32> {
+        self.stdin.take();
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn parse_result(line: &str) -> BTreeMap<String, f64> {
+    line.split_whitespace()
+        .skip(1)
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| v.parse().ok().map(|v| (k.to_string(), v)))
+        .collect()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Runner {
+    bin_dir: PathBuf,
+    log_dir: PathBuf,
+    timeout: Duration,
+    seq: usize,
+}
+
+impl Runner {
+    fn run(&mut self, row: &Row, v: &Variant, run: usize) -> Outcome {
+        self.seq += 1;
+        let bin = self.bin_dir.join(v.bin);
+        let tag = format!("{}-{}-{run}", v.name.replace([' ', '+'], "_"), row.id.replace('/', "_"));
+        let log = |role: &str| self.log_dir.join(format!("{tag}-{role}.log"));
+        let deadline = Instant::now() + self.timeout;
+        let s = |x: usize| x.to_string();
+        let ep_for = |t: Transport, seq: usize| match t {
+            Transport::Tcp => format!("tcp://127.0.0.1:{}", free_port()),
+            Transport::Ipc => format!("ipc:///tmp/zmtp-bench-{}-{seq}.ipc", std::process::id()),
+            Transport::Inproc => unreachable!(),
+        };
+        let result = (|| -> Result<Outcome, String> {
+            match &row.kind {
+                Kind::Thr { transport: Transport::Inproc, size, count } => {
+                    let mut p = Proc::spawn(&bin, &["thr-inproc".into(), s(*size), s(*count)], &v.env, &log("inproc"), false)
+                        .map_err(|e| e.to_string())?;
+                    match p.expect("RESULT", deadline) {
+                        Ok(l) => {
+                            p.finish(deadline);
+                            Ok(Outcome::Values(parse_result(&l)))
+                        }
+                        Err(e) => {
+                            if p.finish(deadline) == Some(3) {
+                                Ok(Outcome::Unsupported)
+                            } else {
+                                Err(e)
+                            }
+                        }
+                    }
+                }
+                Kind::Thr { transport, size, count } => {
+                    let ep = ep_for(*transport, self.seq);
+                    let a = |m: &str| vec![m.to_string(), ep.clone(), s(*size), s(*count)];
+                    let mut srv = Proc::spawn(&bin, &a("thr-recv"), &v.env, &log("recv"), false).map_err(|e| e.to_string())?;
+                    srv.expect("READY", deadline)?;
+                    let mut cli = Proc::spawn(&bin, &a("thr-send"), &v.env, &log("send"), true).map_err(|e| e.to_string())?;
+                    let l = srv.expect("RESULT", deadline)?;
+                    cli.finish(deadline);
+                    srv.finish(deadline);
+                    if let Some(path) = ep.strip_prefix("ipc://") {
+                        let _ = std::fs::remove_file(path);
+                    }
+                    Ok(Outcome::Values(parse_result(&l)))
+                }
+                Kind::Lat { dealer_router, size, count } => {
+                    let ep = ep_for(Transport::Tcp, self.seq);
+                    let k = if *dealer_router { "dr" } else { "rr" };
+                    let a = |m: &str| vec![m.to_string(), ep.clone(), k.to_string(), s(*size), s(*count)];
+                    let mut srv = Proc::spawn(&bin, &a("lat-server"), &v.env, &log("server"), false).map_err(|e| e.to_string())?;
+                    srv.expect("READY", deadline)?;
+                    let mut cli = Proc::spawn(&bin, &a("lat-client"), &v.env, &log("client"), false).map_err(|e| e.to_string())?;
+                    let l = cli.expect("RESULT", deadline)?;
+                    cli.finish(deadline);
+                    srv.finish(Instant::now() + Duration::from_secs(5));
+                    Ok(Outcome::Values(parse_result(&l)))
+                }
+                Kind::Fanout { subs, size, count } => {
+                    let ep = ep_for(Transport::Tcp, self.seq);
+                    let ctrl = free_port();
+                    let pa = vec!["pub".into(), ep.clone(), s(*size), s(*count), s(ctrl as usize), s(*subs)];
+                    let mut srv = Proc::spawn(&bin, &pa, &v.env, &log("pub"), false).map_err(|e| e.to_string())?;
+                    srv.expect("READY", deadline)?;
+                    let sa = vec!["subs".into(), ep.clone(), s(*subs), s(*size), s(ctrl as usize)];
+                    let mut cli = Proc::spawn(&bin, &sa, &v.env, &log("subs"), false).map_err(|e| e.to_string())?;
+                    let l = cli.expect("RESULT", deadline)?;
+                    cli.finish(deadline);
+                    srv.finish(Instant::now() + Duration::from_secs(10));
+                    let mut m = parse_result(&l);
+                    if let Some(d) = m.get("delivered").copied() {
+                        m.insert("delivered_pct".into(), d * 100.0 / (*count as f64 * *subs as f64));
+                    }
+                    Ok(Outcome::Values(m))
+                }
+                Kind::Mem { n, procs } => {
+                    let ep = ep_for(Transport::Tcp, self.seq);
+                    let mut srv = Proc::spawn(&bin, &["mem-router".into(), ep.clone(), s(*n)], &v.env, &log("router"), true)
+                        .map_err(|e| e.to_string())?;
+                    srv.expect("READY", deadline)?;
+                    let mut dealers = Vec::new();
+                    let mut left = *n;
+                    for i in 0..*procs {
+                        let k = left / (procs - i);
+                        left -= k;
+                        dealers.push(
+                            Proc::spawn(&bin, &["mem-dealers".into(), ep.clone(), s(k)], &v.env, &log(&format!("dealers{i}")), true)
+                                .map_err(|e| e.to_string())?,
+                        );
+                    }
+                    let mut dealer_kib = 0.0;
+                    for d in &mut dealers {
+                        let m = parse_result(&d.expect("RESULT", deadline)?);
+                        dealer_kib += m["kib"] - m["base_kib"];
+                    }
+                    let m = parse_result(&srv.expect("RESULT", deadline)?);
+                    let router_kib = m["kib"] - m["base_kib"];
+                    let short = Instant::now() + Duration::from_secs(5);
+                    for d in &mut dealers {
+                        d.finish(short);
+                    }
+                    srv.finish(short);
+                    let nf = *n as f64;
+                    let mut out = BTreeMap::new();
+                    out.insert("router_kib".into(), router_kib / nf);
+                    out.insert("dealer_kib".into(), dealer_kib / nf);
+                    out.insert("total_kib".into(), (router_kib + dealer_kib) / nf);
+                    Ok(Outcome::Values(out))
+                }
+            }
+        })();
+        match result {
+            Ok(o) => o,
+            Err(e) => {
+                let tail = ["recv", "send", "server", "client", "pub", "subs", "router", "dealers0", "inproc"]
+                    .iter()
+                    .filter_map(|r| std::fs::read_to_string(log(r)).ok())
+                    .filter_map(|t| t.lines().find(|l| l.contains("panicked") || l.contains("rror")).map(str::to_string))
+                    .next()
+                    .unwrap_or_default();
+                Outcome::Failed(format!("{e} {tail}").trim().to_string())
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+struct Opts {
+    quick: bool,
+    runs: usize,
+    mem_n: usize,
+    out: PathBuf,
+    svg: PathBuf,
+    raw: PathBuf,
+    bin_dir: PathBuf,
+    command: String,
+    only: Option<String>,
+    stacks: Option<Vec<String>>,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        quick: false,
+        runs: 0,
+        mem_n: 0,
+        out: "BENCHMARKS.md".into(),
+        svg: "bench/throughput.svg".into(),
+        raw: "bench/results.tsv".into(),
+        bin_dir: "bench/target/release".into(),
+        command: "bench/run.sh".into(),
+        only: None,
+        stacks: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => o.quick = true,
+            "--runs" => o.runs = it.next().unwrap().parse().unwrap(),
+            "--mem-n" => o.mem_n = it.next().unwrap().parse().unwrap(),
+            "--out" => o.out = it.next().unwrap().into(),
+            "--svg" => o.svg = it.next().unwrap().into(),
+            "--raw" => o.raw = it.next().unwrap().into(),
+            "--bin-dir" => o.bin_dir = it.next().unwrap().into(),
+            "--command" => o.command = it.next().unwrap(),
+            "--only" => o.only = it.next(),
+            "--stacks" => o.stacks = it.next().map(|s| s.split(',').map(str::to_string).collect()),
+            _ => panic!("unknown argument {a}"),
+        }
+    }
+    if o.runs == 0 {
+        o.runs = if o.quick { 1 } else { 3 };
+    }
+    if o.mem_n == 0 {
+        o.mem_n = if o.quick { 1000 } else { 10_000 };
+    }
+    o
+}
+
+fn main() {
+    let o = opts();
+    let log_dir = o.bin_dir.join("../bench-logs");
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let mut all_variants = variants();
+    if let Some(keep) = &o.stacks {
+        all_variants.retain(|v| keep.iter().any(|k| k == v.name));
+    }
+    let (present, missing): (Vec<Variant>, Vec<Variant>) =
+        all_variants.into_iter().partition(|v| o.bin_dir.join(v.bin).exists());
+    let mut rows = rows(o.quick, o.mem_n);
+    if let Some(only) = &o.only {
+        rows.retain(|r| r.id.starts_with(only.as_str()));
+    }
+    let mut runner = Runner {
+        bin_dir: o.bin_dir.clone(),
+        log_dir,
+        timeout: Duration::from_secs(if o.quick { 60 } else { 120 }),
+        seq: 0,
+    };
+    let mut results = Results { runs: BTreeMap::new() };
+    let started = Instant::now();
+    for run in 0..o.runs {
+        for row in &rows {
+            for v in &present {
+                if v.only.is_some_and(|f| !f(row)) || results.unsupported(&row.id, v.name) {
+                    continue;
+                }
+                let t = Instant::now();
+                let outcome = runner.run(row, v, run);
+                eprintln!(
+                    "[{:>5.0}s] run {}/{} {:<22} {:<20} {:>6.1}s  {:?}",
+                    started.elapsed().as_secs_f64(),
+                    run + 1,
+                    o.runs,
+                    row.id,
+                    v.name,
+                    t.elapsed().as_secs_f64(),
+                    outcome
+                );
+                results.runs.entry((row.id.clone(), v.name.to_string())).or_default().push(outcome);
+            }
+        }
+        let chp_bin = o.bin_dir.join("bench-chp");
+        if o.only.as_deref().is_none_or(|p| "chp".starts_with(p)) && chp_bin.exists() {
+            let t = Instant::now();
+            let outcome = run_chp(&chp_bin, o.quick, &runner.log_dir.join(format!("chp-{run}.log")), runner.timeout);
+            eprintln!("[{:>5.0}s] run {}/{} chp {:>6.1}s  {:?}", started.elapsed().as_secs_f64(), run + 1, o.runs, t.elapsed().as_secs_f64(), outcome);
+            results.runs.entry(("chp".into(), "zmtp".into())).or_default().push(outcome);
+        }
+    }
+    let elapsed = started.elapsed();
+    write_raw(&o.raw, &rows, &present, &results);
+    plot::throughput_svg(&o.svg, &rows_of_tcp_thr(&rows), &present, &results, o.runs);
+    let md = report::markdown(&o, &rows, &present, &missing, &results, elapsed);
+    std::fs::write(&o.out, md).unwrap();
+    eprintln!("wrote {}, {}, {}", o.out.display(), o.svg.display(), o.raw.display());
+}
+
+/// The chp crate's own perf example (chp/examples/perf.rs, built as bench-chp): its output lines parsed.
+fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
+    let updates = if quick { "50000" } else { "200000" };
+    let args: Vec<String> = ["--keys", "1000000", "--updates", updates].iter().map(|s| s.to_string()).collect();
+    let mut p = match Proc::spawn(bin, &args, &[], log, false) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let deadline = Instant::now() + timeout;
+    let mut m = BTreeMap::new();
+    let num_before = |l: &str, pat: &str| -> Option<f64> {
+        let i = l.find(pat)?;
+        l[..i].split_whitespace().last()?.parse().ok()
+    };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(l) = p.lines.recv_timeout(left.max(Duration::from_millis(1))) else { break };
+        if l.starts_with("throughput:") {
+            if let Some(v) = num_before(&l, "updates/s confirmed") {
+                m.insert("confirmed_per_s".to_string(), v);
+            }
+            if let Some(v) = num_before(&l, "updates/s delivered") {
+                m.insert("delivered_per_s".to_string(), v);
+            }
+        } else if l.starts_with("latency set") {
+            for (k, pat) in [("p50_us", "p50 "), ("p99_us", "p99 ")] {
+                if let Some(d) = l.split(pat).nth(1).and_then(|r| parse_debug_duration(r.split(',').next()?)) {
+                    m.insert(k.to_string(), d * 1e6);
+                }
+            }
+        } else if l.starts_with("snapshot of 1000000 keys") {
+            if let Some(d) = l.split("KTHXBAI ").nth(1).and_then(|r| parse_debug_duration(r.split_whitespace().next()?)) {
+                m.insert("snapshot_raw_s".to_string(), d);
+            }
+            if let Some(d) = l.split("connect+sync ").nth(1).and_then(|r| parse_debug_duration(r.trim())) {
+                m.insert("snapshot_sync_s".to_string(), d);
+            }
+        }
+    }
+    p.finish(Instant::now() + Duration::from_secs(5));
+    if m.len() < 6 {
+        return Outcome::Failed(format!("chp perf output incomplete ({} of 6 figures)", m.len()));
+    }
+    Outcome::Values(m)
+}
+
+/// `Duration`'s Debug form (`1.5s`, `893.1ms`, `39.7µs`, `120ns`) in seconds.
+fn parse_debug_duration(s: &str) -> Option<f64> {
+    let s = s.trim();
+    for (suffix, scale) in [("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9), ("s", 1.0)] {
+        if let Some(v) = s.strip_suffix(suffix) {
+            return v.parse::<f64>().ok().map(|v| v * scale);
+        }
+    }
+    None
+}
+
+fn rows_of_tcp_thr(rows: &[Row]) -> Vec<(usize, String)> {
+    rows.iter()
+        .filter_map(|r| match r.kind {
+            Kind::Thr { transport: Transport::Tcp, size, .. } => Some((size, r.id.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn write_raw(path: &Path, rows: &[Row], variants: &[Variant], results: &Results) {
+    let mut f = std::fs::File::create(path).unwrap();
+    writeln!(f, "row\tstack\trun\toutcome").unwrap();
+    for row in rows {
+        for v in variants {
+            if let Some(outs) = results.runs.get(&(row.id.clone(), v.name.to_string())) {
+                for (i, o) in outs.iter().enumerate() {
+                    let text = match o {
+                        Outcome::Values(m) => m.iter().map(|(k, v)| format!("{k}={v:.3}")).collect::<Vec<_>>().join(" "),
+                        Outcome::Unsupported => "unsupported".into(),
+                        Outcome::Failed(e) => format!("failed: {e}"),
+                    };
+                    writeln!(f, "{}\t{}\t{}\t{}", row.id, v.name, i + 1, text).unwrap();
+                }
+            }
+        }
+    }
+}
+
+mod report;

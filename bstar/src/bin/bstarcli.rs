@@ -1,6 +1,9 @@
 //! The Guide's Binary Star example client: sends numbered requests over REQ; when no reply comes
 //! within the request timeout it closes the socket, switches to the other server, waits the settle
 //! delay, and resends the *same* request on a fresh socket. Retries forever.
+//!
+//! With `--curve-serverkey PUBLIC` it talks CURVE (once for both servers when they share a key
+//! pair, or once per `--server`, in the same order).
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -9,7 +12,8 @@ use std::time::Duration;
 use bstar::endpoint::connect_arg;
 use clap::Parser;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
-use zmtp::{Socket, SocketType};
+use zmtp::security::{KeyPair, decode_key};
+use zmtp::{Monitor, MonitorEvent, Socket, SocketType};
 
 #[derive(Parser, Debug)]
 #[command(name = "bstarcli", about = "Binary Star example client (fails over between two servers)")]
@@ -29,12 +33,46 @@ struct Args {
     /// Stop after this many replies (0 = never).
     #[arg(long, default_value_t = 0)]
     count: u64,
+    /// Talk CURVE to servers with this public key (Z85): once for both, or once per --server in order
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key)]
+    curve_serverkey: Vec<[u8; 32]>,
+    /// Our CURVE secret key (Z85; default: a fresh key pair for this run)
+    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, requires = "curve_serverkey")]
+    curve_secretkey: Option<KeyPair>,
+}
+
+fn public_key(text: &str) -> Result<[u8; 32], String> {
+    decode_key(text).map_err(|e| format!("{e} (a key is 40 Z85 characters, see zmtp keygen)"))
+}
+
+fn secret_key(text: &str) -> Result<KeyPair, String> {
+    public_key(text).map(KeyPair::from_secret_bytes)
+}
+
+/// Where to connect, and with which CURVE keys (server public key, ours).
+struct Target {
+    endpoint: String,
+    curve: Option<([u8; 32], KeyPair)>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let servers: Vec<String> = args.servers.iter().map(|s| connect_arg(s)).collect();
+    let keys = args.curve_secretkey.clone().unwrap_or_else(KeyPair::generate);
+    let server_keys = &args.curve_serverkey;
+    if server_keys.len() > 1 && server_keys.len() != args.servers.len() {
+        eprintln!("bstarcli: give --curve-serverkey once, or once per --server ({})", args.servers.len());
+        return ExitCode::from(2);
+    }
+    let servers: Vec<Target> = args
+        .servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Target {
+            endpoint: connect_arg(s),
+            curve: server_keys.get(i).or(server_keys.first()).map(|server| (*server, keys.clone())),
+        })
+        .collect();
     let request_timeout = Duration::from_millis(args.timeout);
     let settle = Duration::from_millis(args.settle);
     let mut server = 0;
@@ -50,7 +88,7 @@ async fn main() -> ExitCode {
         sequence += 1;
         let request = sequence.to_string();
         loop {
-            match attempt(&client, &request, request_timeout).await {
+            match attempt(&mut client, &request, request_timeout).await {
                 Ok(()) => {
                     println!("I: server replied OK ({sequence})");
                     break;
@@ -61,7 +99,7 @@ async fn main() -> ExitCode {
                 }
                 Err(Failure::Timeout) => {
                     println!("W: no response from server, failing over");
-                    client.close().await;
+                    client.socket.close().await;
                     server = (server + 1) % servers.len();
                     sleep(settle).await;
                     client = match open(&servers[server]).await {
@@ -86,15 +124,40 @@ enum Failure {
     Socket(zmtp::Error),
 }
 
+/// A REQ socket to one server, and its connection events.
+struct Client {
+    socket: Socket,
+    monitor: Monitor,
+    /// Whether a failed security handshake was already reported for this socket.
+    reported: bool,
+}
+
 /// Sends `request` and waits for the matching reply; a wrong reply is reported and the attempt
-/// runs into its timeout (a REQ socket takes one reply per request).
-async fn attempt(client: &Socket, request: &str, limit: Duration) -> Result<(), Failure> {
+/// runs into its timeout (a REQ socket takes one reply per request). The first failed security
+/// handshake of a socket is reported too (wrong server key, or our key not allowed).
+async fn attempt(client: &mut Client, request: &str, limit: Duration) -> Result<(), Failure> {
     let deadline = Instant::now() + limit;
+    let Client { socket, monitor, reported } = client;
     let exchange = async {
-        client.send(request.to_owned()).await?;
-        client.recv().await
+        socket.send(request.to_owned()).await?;
+        socket.recv().await
     };
-    match timeout_at(deadline, exchange).await {
+    let watch = async {
+        while let Some(event) = monitor.next_event().await {
+            if let MonitorEvent::HandshakeFailed { error, .. } = event {
+                if !*reported {
+                    *reported = true;
+                    println!("W: security handshake with server failed: {error}");
+                }
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    let outcome = tokio::select! {
+        outcome = timeout_at(deadline, exchange) => outcome,
+        () = watch => unreachable!("pending forever"),
+    };
+    match outcome {
         Err(_) => Err(Failure::Timeout),
         Ok(Err(e)) => Err(Failure::Socket(e)),
         Ok(Ok(reply)) if reply.len() == 1 && reply[0] == request.as_bytes() => Ok(()),
@@ -106,10 +169,15 @@ async fn attempt(client: &Socket, request: &str, limit: Duration) -> Result<(), 
     }
 }
 
-async fn open(endpoint: &str) -> zmtp::Result<Socket> {
-    println!("I: connecting to server at {endpoint}...");
+async fn open(target: &Target) -> zmtp::Result<Client> {
+    println!("I: connecting to server at {}...", target.endpoint);
     let socket = Socket::new(SocketType::Req);
     socket.set_linger(Some(Duration::ZERO));
-    socket.connect(endpoint).await?;
-    Ok(socket)
+    if let Some((server, keys)) = &target.curve {
+        socket.set_curve_serverkey_bytes(*server);
+        socket.set_curve_keypair(keys.clone());
+    }
+    let monitor = socket.monitor();
+    socket.connect(&target.endpoint).await?;
+    Ok(Client { socket, monitor, reported: false })
 }

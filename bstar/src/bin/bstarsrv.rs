@@ -4,15 +4,20 @@
 //!
 //! Defaults as in the Guide: primary frontend 5001, state 5003 (peer 5004); backup frontend 5002,
 //! state 5004 (peer 5003). Endpoint options take a full endpoint or just a port.
+//!
+//! With `--curve-server SECRET` the frontend and the state link use CURVE: clients need this
+//! server's public key, and the two servers either share one key pair or are told each other's
+//! public key with `--curve-peer`.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use bstar::endpoint::{bind_arg, connect_arg};
-use bstar::{BinaryStar, Config, Error, Notice, Side};
+use bstar::{BinaryStar, Config, Curve, Error, Notice, Side};
 use clap::Parser;
 use zmtp::SocketType;
+use zmtp::security::{KeyPair, decode_key};
 
 #[derive(Parser, Debug)]
 #[command(name = "bstarsrv", about = "Binary Star example server (echoes requests while active)")]
@@ -39,6 +44,25 @@ struct Args {
     /// Print every echoed request.
     #[arg(short, long)]
     verbose: bool,
+    /// Use CURVE with this secret key (Z85, from `zmtp keygen`): the frontend and the state PUB are
+    /// CURVE servers, the state SUB a CURVE client of the peer
+    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key)]
+    curve_server: Option<KeyPair>,
+    /// The peer's CURVE public key (Z85) [default: ours, i.e. both servers share one key pair]
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, requires = "curve_server")]
+    curve_peer: Option<[u8; 32]>,
+    /// Accept only clients with this CURVE public key on the frontend (repeatable; default: any
+    /// client that knows our public key)
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, requires = "curve_server")]
+    curve_allow: Vec<[u8; 32]>,
+}
+
+fn public_key(text: &str) -> Result<[u8; 32], String> {
+    decode_key(text).map_err(|e| format!("{e} (a key is 40 Z85 characters, see zmtp keygen)"))
+}
+
+fn secret_key(text: &str) -> Result<KeyPair, String> {
+    public_key(text).map(KeyPair::from_secret_bytes)
 }
 
 #[tokio::main]
@@ -53,9 +77,17 @@ async fn main() -> ExitCode {
     let frontend = bind_arg(args.frontend.as_deref().unwrap_or(frontend));
     let state = bind_arg(args.state.as_deref().unwrap_or(state));
     let peer = connect_arg(args.peer.as_deref().unwrap_or(peer));
-    let config = Config::new(side, state, &peer)
+    let mut config = Config::new(side, state, &peer)
         .voter(frontend, SocketType::Router)
         .heartbeat(Duration::from_millis(args.heartbeat.max(1)));
+    if let Some(keys) = args.curve_server {
+        println!("I: CURVE public key {}", keys.public_z85());
+        let curve = match args.curve_peer {
+            Some(peer) => Curve::with_peer(keys, peer),
+            None => Curve::shared(keys),
+        };
+        config = config.curve(args.curve_allow.iter().fold(curve, |curve, key| curve.allow_client(*key)));
+    }
 
     let (star, mut notices) = match BinaryStar::bind(config).await {
         Ok(bound) => bound,
@@ -78,6 +110,10 @@ async fn main() -> ExitCode {
             Notice::BecamePassive => println!("I: became PASSIVE"),
             Notice::PeerAlive(state) => println!("I: peer alive ({state})"),
             Notice::PeerSilent => println!("W: peer silent (this server is {})", handle.state()),
+            Notice::HandshakeFailed { link, peer, reason } => {
+                let from = if peer.is_empty() { String::new() } else { format!(" with {peer}") };
+                println!("W: security handshake failed on the {link}{from}: {reason}");
+            }
             Notice::Request(request) => {
                 if args.verbose {
                     println!("I: echoing {:?}", request.last());

@@ -183,10 +183,21 @@ impl Voter {
     }
 
     pub async fn to(endpoint: &str) -> Voter {
+        Voter::with(endpoint, |_| {}).await
+    }
+
+    /// A voter whose socket is set up by `setup` (security options, say) before it connects.
+    pub async fn with(endpoint: &str, setup: impl FnOnce(&Socket)) -> Voter {
         let socket = Socket::new(SocketType::Dealer);
         socket.set_linger(Some(Duration::ZERO));
+        setup(&socket);
         socket.connect(endpoint).await.unwrap();
         Voter { socket, sent: 0 }
+    }
+
+    /// The voter's socket.
+    pub fn socket(&self) -> &Socket {
+        &self.socket
     }
 
     /// Sends one request and waits (bounded) for the server's verdict; an accepted request must

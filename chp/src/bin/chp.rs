@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! chp server --port 5556 [--bind ADDR] [--hugz-ms 1000]
+//! chp server --primary|--backup [--port P] [--state EP] [--peer-state EP] [--peer tcp://host:P2]
+//!            [--heartbeat-ms 1000] [--status-ms 0]
 //! chp set KEY VALUE [--ttl SECONDS]      --server tcp://host:5556
 //! chp get KEY | chp del KEY              --server tcp://host:5556
 //! chp dump [--subtree /a/]               --server tcp://host:5556
@@ -11,6 +13,12 @@
 //! Output lines: `KEY=VALUE` per entry (dump, and watch's snapshot), in key order, with
 //! non-printable bytes escaped (`\n`, `\xff`) and `=` in keys written `\x3d`; then, for watch,
 //! `-- synced at sequence N (K keys)` and one line per change: `set N KEY=VALUE` or `del N KEY`.
+//! `--server` may be given twice (a high-availability pair): the client fails over between them.
+//!
+//! A pair server prints `listening on …`, then one line per role change (`role: ACTIVE …`,
+//! `role: PASSIVE`), peer event (`peer: alive (ACTIVE)`, `peer: silent`, `peer: synced at
+//! sequence N (K keys)`) and, with `--status-ms`, periodic `status: …` lines. On dual actives /
+//! dual passives it prints `chp: fatal: …` on stderr and exits with code 2.
 
 #![forbid(unsafe_code)]
 
@@ -18,7 +26,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use chp::{Client, ClientOptions, Event, Server, ServerConfig, Status, Subtree};
+use bstar::Side;
+use chp::server::ha::{HaConfig, HaEvent, HaServer};
+use chp::server::pending::PendingConfig;
+use chp::{Client, ClientOptions, Event, Server, ServerAddress, ServerConfig, Status, Subtree};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -30,11 +41,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run a server: SNAPSHOT at PORT, PUBLISHER at PORT+1, COLLECTOR at PORT+2.
+    /// Run a server: SNAPSHOT at PORT, PUBLISHER at PORT+1, COLLECTOR at PORT+2. With --primary or
+    /// --backup, one server of a high-availability pair (Binary Star).
     Server {
-        /// The SNAPSHOT port P (0 = pick free ports and print them).
-        #[arg(long, default_value_t = 5556)]
-        port: u16,
+        /// The SNAPSHOT port P [default: 5556, 5566 with --backup] (0 = pick free ports and print
+        /// them; single server only).
+        #[arg(long)]
+        port: Option<u16>,
         /// Interface to bind (`*` = all).
         #[arg(long, default_value = "*")]
         bind: String,
@@ -44,6 +57,8 @@ enum Cmd {
         /// Largest value accepted, in bytes.
         #[arg(long, default_value_t = 1 << 20)]
         max_value: usize,
+        #[command(flatten)]
+        pair: Pair,
     },
     /// Set KEY to VALUE and wait until the server has published it.
     Set {
@@ -90,13 +105,62 @@ enum Cmd {
 }
 
 #[derive(Args)]
+struct Pair {
+    /// Run as the primary server of a high-availability pair.
+    #[arg(long, conflicts_with = "backup")]
+    primary: bool,
+    /// Run as the backup server of a high-availability pair.
+    #[arg(long)]
+    backup: bool,
+    /// Pair: this server's Binary Star state endpoint [default: tcp://*:5003, tcp://*:5004 with --backup].
+    #[arg(long)]
+    state: Option<String>,
+    /// Pair: the peer's state endpoint [default: tcp://localhost:5004, tcp://localhost:5003 with --backup].
+    #[arg(long)]
+    peer_state: Option<String>,
+    /// Pair: the peer's CHP address [default: tcp://localhost:5566, tcp://localhost:5556 with --backup].
+    #[arg(long)]
+    peer: Option<String>,
+    /// Pair: Binary Star heartbeat in milliseconds (the peer expires after twice this).
+    #[arg(long, default_value_t = 1000)]
+    heartbeat_ms: u64,
+    /// Pair: a client update the active has not published after this many milliseconds (of the
+    /// active being heard) is dropped from the pending list.
+    #[arg(long, default_value_t = 5000)]
+    pending_window_ms: u64,
+    /// Pair: give up on a snapshot of the peer making no progress for this many milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    peer_sync_timeout_ms: u64,
+    /// Pair: print a status line every this many milliseconds (0 = never).
+    #[arg(long, default_value_t = 0)]
+    status_ms: u64,
+}
+
+impl Pair {
+    fn side(&self) -> Option<Side> {
+        match (self.primary, self.backup) {
+            (true, _) => Some(Side::Primary),
+            (_, true) => Some(Side::Backup),
+            _ => None,
+        }
+    }
+
+    fn given(&self) -> bool {
+        self.state.is_some() || self.peer_state.is_some() || self.peer.is_some()
+    }
+}
+
+#[derive(Args)]
 struct Conn {
-    /// The server: tcp://host:P (its SNAPSHOT port).
+    /// The server: tcp://host:P (its SNAPSHOT port). Give it twice for a high-availability pair.
     #[arg(long, default_value = "tcp://127.0.0.1:5556")]
-    server: String,
-    /// Seconds to wait for the server.
+    server: Vec<String>,
+    /// Seconds to wait for a server.
     #[arg(long, default_value_t = 5.0)]
     timeout: f64,
+    /// Seconds without a message (HUGZ) after which a server counts as lost.
+    #[arg(long, default_value_t = 5.0)]
+    server_ttl: f64,
 }
 
 type Fallible<T = ()> = Result<T, String>;
@@ -120,10 +184,16 @@ async fn main() -> ExitCode {
 
 async fn run(cmd: Cmd) -> Fallible<ExitCode> {
     match cmd {
-        Cmd::Server { port, bind, hugz_ms, max_value } => {
+        Cmd::Server { port, bind, hugz_ms, max_value, pair } => {
+            if let Some(side) = pair.side() {
+                return pair_server(side, port, bind, hugz_ms, max_value, pair).await;
+            }
+            if pair.given() {
+                return Err("--state, --peer-state and --peer need --primary or --backup".into());
+            }
             let config = ServerConfig {
                 bind,
-                port,
+                port: port.unwrap_or(5556),
                 hugz_interval: Duration::from_millis(hugz_ms.max(1)),
                 max_value_len: max_value,
                 ..ServerConfig::default()
@@ -191,7 +261,16 @@ impl Conn {
 
     fn options(&self, subtree: Subtree) -> Fallible<ClientOptions> {
         let timeout = self.timeout()?;
-        let options = ClientOptions::new(&self.server).map_err(|e| e.to_string())?;
+        let servers = self
+            .server
+            .iter()
+            .map(|s| s.parse::<ServerAddress>().map_err(|e| e.to_string()))
+            .collect::<Fallible<Vec<_>>>()?;
+        let server_ttl = Duration::try_from_secs_f64(self.server_ttl)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| format!("invalid --server-ttl {}", self.server_ttl))?;
+        let options = ClientOptions::for_servers(servers).server_ttl(server_ttl);
         Ok(options.subtree(subtree).set_timing(Duration::from_millis(500), timeout))
     }
 
@@ -207,7 +286,8 @@ impl Conn {
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!(
                 "no CHP server answered at {} within {}s (is one running there?)",
-                self.server, self.timeout
+                self.server.join(" or "),
+                self.timeout
             )),
         }
     }
@@ -237,6 +317,9 @@ async fn watch(subtree: Subtree, conn: Conn) -> Fallible<ExitCode> {
                 writeln!(out, "-- synced at sequence {sequence} ({keys} keys)").map_err(io)?
             }
             Event::ServerLost { server, reason } => eprintln!("chp: lost server {server}: {reason}; reconnecting"),
+            Event::Failover { from, to, outage, .. } => {
+                eprintln!("chp: failed over from {from} to {to} ({} ms without updates)", outage.as_millis())
+            }
             Event::Gap { expected, got } => eprintln!("chp: updates lost (expected {expected}, got {got}); re-syncing"),
             Event::Lagged { missed } => return Err(format!("output too slow: {missed} changes dropped")),
         }
@@ -246,6 +329,102 @@ async fn watch(subtree: Subtree, conn: Conn) -> Fallible<ExitCode> {
         Status::Failed(why) => Err(why),
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// One server of a high-availability pair; returns when it stops (exit code 2 on a fatal pair
+/// failure).
+async fn pair_server(
+    side: Side,
+    port: Option<u16>,
+    bind: String,
+    hugz_ms: u64,
+    max_value: usize,
+    pair: Pair,
+) -> Fallible<ExitCode> {
+    let (default_port, state, peer_state, peer) = match side {
+        Side::Primary => (5556, "tcp://*:5003", "tcp://localhost:5004", "tcp://localhost:5566"),
+        Side::Backup => (5566, "tcp://*:5004", "tcp://localhost:5003", "tcp://localhost:5556"),
+    };
+    let port = port.unwrap_or(default_port);
+    if port == 0 {
+        return Err("a pair server needs a fixed --port (its peer connects to it)".into());
+    }
+    let peer: ServerAddress =
+        pair.peer.as_deref().unwrap_or(peer).parse().map_err(|e: chp::address::AddressError| e.to_string())?;
+    let state = pair.state.clone().unwrap_or_else(|| state.to_owned());
+    let peer_state = pair.peer_state.clone().unwrap_or_else(|| peer_state.to_owned());
+    let mut config = HaConfig::new(side, port, &state, &peer_state, peer.clone())
+        .bind(bind)
+        .hugz(Duration::from_millis(hugz_ms.max(1)))
+        .heartbeat(Duration::from_millis(pair.heartbeat_ms.max(1)));
+    config.server.max_value_len = max_value;
+    config.pending =
+        PendingConfig { window: Duration::from_millis(pair.pending_window_ms), ..PendingConfig::default() };
+    config.peer_sync_timeout = Duration::from_millis(pair.peer_sync_timeout_ms.max(1));
+    let server = HaServer::bind(config).await.map_err(|e| e.to_string())?;
+    let mut events = server.events();
+    let a = server.address();
+    say(format!(
+        "listening on {a} (snapshot {}, publisher {}, collector {}; {side}, state {state}, peer state {peer_state}, peer {peer}, heartbeat {} ms)",
+        a.port(),
+        a.port() + 1,
+        a.port() + 2,
+        pair.heartbeat_ms
+    ))?;
+    let mut status = (pair.status_ms > 0).then(|| tokio::time::interval(Duration::from_millis(pair.status_ms)));
+    loop {
+        let tick = async {
+            match status.as_mut() {
+                Some(t) => t.tick().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(HaEvent::BecameActive { replayed, sequence, keys, complete }) => say(format!(
+                    "role: ACTIVE (replayed {replayed} pending updates; sequence {sequence}, {keys} keys{})",
+                    if complete { "" } else { "; the copy of the peer's map was incomplete" }
+                ))?,
+                Ok(HaEvent::BecamePassive) => say("role: PASSIVE".into())?,
+                Ok(HaEvent::PeerSynced { sequence, keys }) => say(format!("peer: synced at sequence {sequence} ({keys} keys)"))?,
+                Ok(HaEvent::PeerAlive(state)) => say(format!("peer: alive ({state})"))?,
+                Ok(HaEvent::PeerSilent) => say("peer: silent".into())?,
+                Ok(HaEvent::Stopped(_)) | Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            },
+            _ = tick => {
+                let s = server.status();
+                say(format!(
+                    "status: state={} sequence={} keys={} pending={} peer={:?} synced={} matched={} late={} \
+                     pruned={} replayed={} duplicates={}",
+                    s.state,
+                    s.sequence,
+                    s.keys,
+                    s.pending,
+                    s.peer,
+                    s.peer_synced,
+                    s.stats.pending.matched,
+                    s.stats.pending.late_copies,
+                    s.stats.pending.pruned,
+                    s.stats.pending.replayed,
+                    s.stats.duplicates
+                ))?;
+            }
+        }
+    }
+    match server.wait().await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("chp: {e}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// One line on stdout, flushed at once (tests and scripts read it as it comes).
+fn say(line: String) -> Fallible {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| e.to_string())
 }
 
 fn parse_subtree(s: &str) -> Fallible<Subtree> {

@@ -73,6 +73,13 @@ pub(super) struct Agent {
     next_set_check: Option<Instant>,
     /// Index of the server in use.
     current: usize,
+    /// When the last message from a server arrived (subscriber or snapshot socket).
+    last_message: Option<Instant>,
+    /// The server we were in sync with when it was lost, and when it was last heard: the next
+    /// sync with another server is a failover.
+    lost: Option<(ServerAddress, Instant)>,
+    /// A sync has completed before (so the next one is a re-sync).
+    synced_before: bool,
 }
 
 impl Agent {
@@ -103,6 +110,9 @@ impl Agent {
             pending: HashMap::new(),
             next_set_check: None,
             current: 0,
+            last_message: None,
+            lost: None,
+            synced_before: false,
         }
     }
 
@@ -118,6 +128,9 @@ impl Agent {
                 End::Closed => break None,
                 End::Lost(reason) => {
                     tracing::warn!(server = %server, "server lost: {reason}");
+                    if self.lost.is_none() && self.synced_before {
+                        self.lost = Some((server.clone(), self.last_message.unwrap_or_else(Instant::now)));
+                    }
                     self.emit(Event::ServerLost { server, reason });
                     self.current = (self.current + 1) % self.options.servers.len();
                 }
@@ -176,6 +189,11 @@ impl Agent {
         tracing::debug!(server = %server, subtree = %subtree, "connecting");
         let mut phase = Phase::Proving;
         let mut expiry = Instant::now() + ttl;
+        // While syncing, ICANHAZ? is asked again at this interval until the snapshot starts: the
+        // server may be a passive one of a pair that rejects the vote until its peer has expired
+        // (a rejected vote gets no answer), so this bounds how late after that the takeover comes.
+        let retry = (ttl / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
+        let mut icanhaz_retry: Option<Instant> = None;
         let far = Duration::from_secs(3600);
         let end = loop {
             let set_check = self.next_set_check;
@@ -189,7 +207,13 @@ impl Agent {
                 },
                 msg = sub.recv() => {
                     let Ok(msg) = msg else { break End::Lost("subscriber socket closed".into()) };
-                    expiry = Instant::now() + ttl;
+                    let now = Instant::now();
+                    self.last_message = Some(now);
+                    // While syncing only the snapshot counts: a server that sends HUGZ but no
+                    // snapshot (a passive one) must not hold the client forever.
+                    if !syncing {
+                        expiry = now + ttl;
+                    }
                     let mut next = Some(msg);
                     let mut handled = 0;
                     let mut ended = None;
@@ -206,13 +230,29 @@ impl Agent {
                     if let Some(end) = ended {
                         break end;
                     }
+                    if !syncing && matches!(phase, Phase::Syncing { .. }) {
+                        // ICANHAZ? just went out: the snapshot has a server ttl to start.
+                        let now = Instant::now();
+                        expiry = now + ttl;
+                        icanhaz_retry = Some(now + retry);
+                    }
                 }
                 msg = dealer.recv(), if syncing => {
                     let Ok(msg) = msg else { break End::Lost("snapshot socket closed".into()) };
-                    expiry = Instant::now() + ttl;
+                    let now = Instant::now();
+                    self.last_message = Some(now);
+                    expiry = now + ttl;
+                    icanhaz_retry = None;
                     if let Some(end) = self.on_snapshot(msg, &mut phase, server) {
                         break end;
                     }
+                }
+                _ = tokio::time::sleep_until(icanhaz_retry.unwrap_or_else(|| Instant::now() + far)), if syncing && icanhaz_retry.is_some() => {
+                    // Nothing yet: ask again (a rejected vote is dropped without an answer).
+                    let request = IcanHaz { subtree: self.options.subtree.clone() }.to_message();
+                    let _ = dealer.try_send(request);
+                    tracing::debug!(server = %server, "no snapshot yet; ICANHAZ? again");
+                    icanhaz_retry = Some(Instant::now() + retry);
                 }
                 event = sub_events.next_event(), if sub_events_open => match event {
                     Some(MonitorEvent::HandshakeSucceeded { .. }) if !hugz_subscribed => {
@@ -239,7 +279,10 @@ impl Agent {
                     None => self.pub_events_open = false,
                 },
                 _ = tokio::time::sleep_until(expiry) => {
-                    break End::Lost(format!("nothing received for {ttl:?} (no HUGZ)"));
+                    break End::Lost(match phase {
+                        Phase::Syncing { .. } => format!("no snapshot within {ttl:?} (a passive server, or none)"),
+                        _ => format!("nothing received for {ttl:?} (no HUGZ)"),
+                    });
                 }
                 _ = tokio::time::sleep_until(set_check.unwrap_or_else(|| Instant::now() + far)), if set_check.is_some() => {
                     self.check_sets(active, server);
@@ -334,11 +377,22 @@ impl Agent {
                     self.emit(Event::Synced { server: server.clone(), sequence: end.sequence, keys });
                 }
                 tracing::info!(server = %server, sequence = end.sequence, keys, queued = queued.len(), "synced");
+                if let Some((from, last_heard)) = self.lost.take()
+                    && from != *server
+                {
+                    let outage = last_heard.elapsed();
+                    tracing::info!(from = %from, to = %server, ?outage, "failed over");
+                    self.emit(Event::Failover { from, to: server.clone(), sequence: end.sequence, keys, outage });
+                }
                 for m in queued {
                     if let Some(end) = self.apply(m) {
                         return Some(end);
                     }
                 }
+                if self.synced_before {
+                    self.confirm_from_snapshot(end.sequence);
+                }
+                self.synced_before = true;
                 self.status.send_replace(Status::Active(server.clone()));
                 self.flush_sets(server);
                 None
@@ -375,6 +429,34 @@ impl Agent {
             }
             Outcome::Regression { last, got } => {
                 Some(End::Lost(format!("sequence went back from {last} to {got} (server restarted?)")))
+            }
+        }
+    }
+
+    /// After a re-sync (a failover, say): a set already sent whose value the new snapshot holds
+    /// is confirmed with the snapshot's sequence. Its echo may have gone out before this client
+    /// subscribed (a pair server replays pending updates at takeover), and a retransmit would be
+    /// dropped as a duplicate.
+    fn confirm_from_snapshot(&mut self, sequence: u64) {
+        let done: Vec<Uuid> = {
+            let replica = self.shared.replica();
+            self.pending
+                .iter()
+                .filter(|(_, p)| {
+                    let held = replica.map.get(&p.msg.key);
+                    p.sent.is_some()
+                        && match p.msg.is_delete() {
+                            true => held.is_none(),
+                            false => held == Some(&p.msg.body),
+                        }
+                })
+                .map(|(u, _)| *u)
+                .collect()
+        };
+        for uuid in done {
+            if let Some(p) = self.pending.remove(&uuid) {
+                tracing::debug!(key = %p.msg.key.escape_ascii(), "set confirmed by the snapshot");
+                let _ = p.reply.send(Ok(Some(sequence)));
             }
         }
     }

@@ -199,6 +199,23 @@ pub enum Event {
         /// Keys in the map.
         keys: usize,
     },
+    /// The client moved to another server after losing the one it was in sync with (a
+    /// high-availability pair's failover) and is in sync again: its map was *replaced* by the
+    /// new server's (the differences came just before as [`Event::Set`] / [`Event::Deleted`],
+    /// then [`Event::Synced`], then this).
+    Failover {
+        /// The server lost.
+        from: ServerAddress,
+        /// The server now in use.
+        to: ServerAddress,
+        /// The new snapshot's sequence.
+        sequence: u64,
+        /// Keys in the map now.
+        keys: usize,
+        /// From the last message of the old server to the end of the new snapshot: the failover
+        /// time as this client saw it (detection included).
+        outage: Duration,
+    },
     /// The server was lost (silent, disconnected, or inconsistent); the agent starts over.
     ServerLost {
         /// The server.

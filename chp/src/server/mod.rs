@@ -25,6 +25,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod ha;
+pub mod pending;
 mod snapshot;
 mod state;
 
@@ -39,7 +41,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
-pub use self::state::{ApplyError, MAX_TTL, ServerState, parse_ttl};
+pub use self::state::{ApplyError, Followed, MAX_TTL, PeerEntry, ServerState, parse_ttl};
 use crate::address::ServerAddress;
 use crate::command::{KvSet, hugz_message};
 use crate::kvmsg::KvMsg;
@@ -147,6 +149,18 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, ServerState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn stats(&self) -> ServerStats {
+        let s = &self.stats;
+        ServerStats {
+            updates: s.updates.get(),
+            expired: s.expired.get(),
+            rejected: s.rejected.get(),
+            snapshots: s.snapshots.get(),
+            snapshots_aborted: s.snapshots_aborted.get(),
+            hugz: s.hugz.get(),
+        }
+    }
 }
 
 /// A running single CHP server (see the [module docs](self)). Dropping it stops it.
@@ -231,15 +245,7 @@ impl Server {
 
     /// Counters since start.
     pub fn stats(&self) -> ServerStats {
-        let s = &self.shared.stats;
-        ServerStats {
-            updates: s.updates.get(),
-            expired: s.expired.get(),
-            rejected: s.rejected.get(),
-            snapshots: s.snapshots.get(),
-            snapshots_aborted: s.snapshots_aborted.get(),
-            hugz: s.hugz.get(),
-        }
+        self.shared.stats()
     }
 
     /// Stops serving and closes the sockets.

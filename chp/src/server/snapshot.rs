@@ -23,8 +23,17 @@ use tokio::sync::Semaphore;
 use zmtp::{Message, Socket};
 
 use super::Shared;
-use crate::command::{IcanHaz, KTHXBAI, Subtree};
+use crate::command::{IcanHaz, KTHXBAI, PEERSYNC, Subtree};
 use crate::kvmsg::sequence_frame;
+
+/// What a peer asked for.
+#[derive(Clone, Debug)]
+enum Request {
+    /// A client's ICANHAZ?: the subtree, 12/CHP KVSYNCs.
+    Client(Subtree),
+    /// The pair's other server (PEERSYNC?): the whole map with remaining ttls.
+    Peer,
+}
 
 /// KVSYNCs read from the state per lock.
 const CHUNK: usize = 512;
@@ -33,7 +42,7 @@ pub(super) struct Snapshots {
     router: Socket,
     shared: Arc<Shared>,
     /// Peers with a snapshot streaming, and the request waiting behind it.
-    busy: Arc<Mutex<HashMap<Bytes, Option<IcanHaz>>>>,
+    busy: Arc<Mutex<HashMap<Bytes, Option<Request>>>>,
     permits: Arc<Semaphore>,
     stall_timeout: Duration,
 }
@@ -49,14 +58,19 @@ impl Snapshots {
         }
     }
 
-    /// Handles one message from the SNAPSHOT socket: `[routing id, "ICANHAZ?", subtree]`.
+    /// Handles one message from the SNAPSHOT socket: `[routing id, "ICANHAZ?", subtree]` (or
+    /// `[routing id, "PEERSYNC?"]` from the other server of a pair).
     pub(super) fn request(&self, msg: Message) {
         let mut frames = msg.into_frames();
         if frames.is_empty() {
             return;
         }
         let identity = frames.remove(0);
-        let request = match IcanHaz::parse(&frames) {
+        let parsed = match &frames[..] {
+            [cmd] if cmd == PEERSYNC => Ok(Request::Peer),
+            _ => IcanHaz::parse(&frames).map(|r| Request::Client(r.subtree)),
+        };
+        let request = match parsed {
             Ok(r) => r,
             Err(e) => {
                 self.shared.stats.rejected.inc();
@@ -83,7 +97,7 @@ impl Snapshots {
         tokio::spawn(async move {
             let mut request = request;
             loop {
-                task.serve(&request.subtree).await;
+                task.serve(&request).await;
                 let mut map = busy.lock().unwrap_or_else(|e| e.into_inner());
                 match map.get_mut(&task.identity).and_then(Option::take) {
                     Some(next) => request = next,
@@ -106,16 +120,20 @@ struct Stream {
 }
 
 impl Stream {
-    async fn serve(&self, subtree: &Subtree) {
+    async fn serve(&self, request: &Request) {
         let Ok(_permit) = self.permits.acquire().await else { return };
-        match self.stream(subtree).await {
+        let (result, what) = match request {
+            Request::Client(subtree) => (self.stream(subtree).await, subtree.to_string()),
+            Request::Peer => (self.stream_to_peer().await, "(peer)".to_owned()),
+        };
+        match result {
             Ok(keys) => {
                 self.shared.stats.snapshots.inc();
-                tracing::debug!(peer = ?self.identity, subtree = %subtree, keys, "snapshot sent");
+                tracing::debug!(peer = ?self.identity, subtree = %what, keys, "snapshot sent");
             }
             Err(why) => {
                 self.shared.stats.snapshots_aborted.inc();
-                tracing::info!(peer = ?self.identity, subtree = %subtree, "snapshot abandoned: {why}");
+                tracing::info!(peer = ?self.identity, subtree = %what, "snapshot abandoned: {why}");
             }
         }
     }
@@ -140,6 +158,37 @@ impl Stream {
         }
         let end = Bytes::from_static(KTHXBAI.as_bytes());
         self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), Bytes::new(), subtree.to_bytes()]).await?;
+        Ok(sent)
+    }
+
+    /// The whole map for the pair's other server: the same fuzzy-snapshot argument holds (it
+    /// follows our publisher before asking), and each KVSYNC carries `ttl=` with the time the key
+    /// has left, measured when its chunk is read.
+    async fn stream_to_peer(&self) -> Result<usize, String> {
+        let sequence = self.shared.lock().sequence();
+        let seq_frame = sequence_frame(sequence);
+        let mut after: Option<Bytes> = None;
+        let mut sent = 0;
+        loop {
+            let chunk = self.shared.lock().peer_snapshot_chunk(after.as_deref(), CHUNK, std::time::Instant::now());
+            let full = chunk.len() == CHUNK;
+            after = chunk.last().map(|e| e.key.clone());
+            for entry in chunk {
+                let properties = match entry.ttl {
+                    Some(ttl) => Bytes::from(format!("ttl={}\n", crate::client::format_ttl(ttl))),
+                    None => Bytes::new(),
+                };
+                let frames =
+                    vec![self.identity.clone(), entry.key, seq_frame.clone(), Bytes::new(), properties, entry.value];
+                self.send(frames).await?;
+                sent += 1;
+            }
+            if !full {
+                break;
+            }
+        }
+        let end = Bytes::from_static(KTHXBAI.as_bytes());
+        self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), Bytes::new(), Bytes::new()]).await?;
         Ok(sent)
     }
 

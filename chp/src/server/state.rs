@@ -25,6 +25,33 @@ pub enum ApplyError {
     ValueTooLarge(usize, usize),
 }
 
+/// What [`ServerState::follow`] did with an update from the active server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Followed {
+    /// Stored; the sequence is now the update's.
+    Applied,
+    /// Sequence at or below ours: already covered (by the snapshot, or seen before). Not applied.
+    Stale,
+    /// A sequence was skipped: updates from the active were lost. Not applied.
+    Gap {
+        /// The sequence that should have come.
+        expected: u64,
+        /// The sequence that came.
+        got: u64,
+    },
+}
+
+/// One entry of a peer snapshot: key, value, and the time it has left to live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerEntry {
+    /// The key.
+    pub key: Bytes,
+    /// The value.
+    pub value: Bytes,
+    /// Time left before the key expires (`None`: no ttl).
+    pub ttl: Option<Duration>,
+}
+
 /// Parses a `ttl` property: seconds, integer or decimal. `0` means "no ttl".
 ///
 /// ```
@@ -131,6 +158,17 @@ impl ServerState {
     /// new sequence, UUID and properties as received.
     pub fn apply(&mut self, set: KvSet, now: Instant) -> Result<KvMsg, ApplyError> {
         let mut msg = set.0;
+        let ttl = self.check(&msg)?;
+        self.sequence += 1;
+        msg.sequence = self.sequence;
+        self.store_update(&msg, ttl, now);
+        Ok(msg)
+    }
+
+    /// Checks that a KVSET would be accepted by [`apply`](Self::apply) (valid `ttl` property, value
+    /// within the limit) without applying it; returns its ttl. A passive server uses this to refuse
+    /// what the active would refuse, so such updates never wait on its pending list.
+    pub fn check(&self, msg: &KvMsg) -> Result<Option<Duration>, ApplyError> {
         let ttl = match msg.properties.get("ttl") {
             Some(text) => parse_ttl(text)?,
             None => None,
@@ -138,16 +176,15 @@ impl ServerState {
         if msg.body.len() > self.max_value_len {
             return Err(ApplyError::ValueTooLarge(msg.body.len(), self.max_value_len));
         }
-        self.sequence += 1;
-        msg.sequence = self.sequence;
+        Ok(ttl)
+    }
+
+    /// Stores (or deletes) `msg` with a deadline `ttl` after `now`, keeping the deadline index.
+    fn store_update(&mut self, msg: &KvMsg, ttl: Option<Duration>, now: Instant) {
         let old = if msg.is_delete() {
             self.store.remove(&msg.key)
         } else {
-            let deadline = ttl.map(|ttl| {
-                let at = now.saturating_duration_since(self.epoch) + ttl;
-                // Round up: never expire before the ttl has elapsed.
-                u64::try_from(at.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX).max(1)
-            });
+            let deadline = ttl.map(|ttl| self.deadline_ms(now, ttl));
             if let Some(ms) = deadline {
                 self.expiries.insert((ms, Box::from(&msg.key[..])));
             }
@@ -160,7 +197,67 @@ impl ServerState {
                 self.expiries.remove(&(old_deadline, Box::from(&msg.key[..])));
             }
         }
-        Ok(msg)
+    }
+
+    /// `now + ttl` in milliseconds since the epoch, rounded up (never expire before the ttl has
+    /// elapsed), at least 1 (0 means "no deadline" in the store).
+    fn deadline_ms(&self, now: Instant, ttl: Duration) -> u64 {
+        let at = now.saturating_duration_since(self.epoch) + ttl;
+        u64::try_from(at.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// Applies an update published by the *active* server of a pair (this one being passive) with
+    /// the sequence the active gave it. Its `ttl` property is the client's relative one; the stored
+    /// deadline is `now + ttl` on this server's own clock (the reference stored the relative value
+    /// and read it as an absolute deadline, so keys vanished on the passive). Keys are not expired
+    /// here while passive: the active publishes each expiry, and the deadlines only take effect
+    /// once this server is promoted.
+    ///
+    /// Only the next sequence is applied: an older one is [`Followed::Stale`], a later one a
+    /// [`Followed::Gap`] (updates were lost on the way, the caller must re-sync).
+    pub fn follow(&mut self, msg: &KvMsg, now: Instant) -> Followed {
+        if msg.sequence <= self.sequence {
+            return Followed::Stale;
+        }
+        if msg.sequence != self.sequence + 1 {
+            return Followed::Gap { expected: self.sequence + 1, got: msg.sequence };
+        }
+        // The active accepted it, so the ttl parses; should it not, keep the value without a ttl
+        // rather than diverge on the value itself.
+        let ttl = msg.properties.get("ttl").and_then(|t| parse_ttl(t).ok().flatten());
+        self.store_update(msg, ttl, now);
+        self.sequence = msg.sequence;
+        Followed::Applied
+    }
+
+    /// Replaces the whole map with a snapshot taken at `sequence` (a passive server's copy of its
+    /// peer): `(key, value, remaining ttl)` entries; each remaining ttl becomes a deadline on this
+    /// server's clock, counted from `now`.
+    pub fn load(&mut self, entries: impl IntoIterator<Item = PeerEntry>, sequence: u64, now: Instant) {
+        self.clear();
+        self.overlay(entries, now);
+        self.sequence = sequence;
+    }
+
+    /// Stores snapshot entries on top of the current map (for a promotion in the middle of a
+    /// snapshot: better the part that arrived than nothing).
+    pub fn overlay(&mut self, entries: impl IntoIterator<Item = PeerEntry>, now: Instant) {
+        for entry in entries {
+            let msg = KvMsg::new(entry.key, entry.value);
+            self.store_update(&msg, entry.ttl, now);
+        }
+    }
+
+    /// Raises the sequence to at least `sequence` (the next update gets `sequence + 1`).
+    pub fn advance_sequence(&mut self, sequence: u64) {
+        self.sequence = self.sequence.max(sequence);
+    }
+
+    /// Drops every key and deadline and resets the sequence to 0.
+    pub fn clear(&mut self) {
+        self.store = Store::new();
+        self.expiries.clear();
+        self.sequence = 0;
     }
 
     /// When the next key expires.
@@ -194,6 +291,22 @@ impl ServerState {
             .range(subtree.as_bytes(), after)
             .take(max)
             .map(|e| KvSync { key: Bytes::copy_from_slice(e.key), sequence, value: Bytes::copy_from_slice(e.value) })
+            .collect()
+    }
+
+    /// Up to `max` entries of the whole map after key `after` (exclusive), each with the time it
+    /// has left to live at `now` (for the passive server of a pair, which keeps expiring them once
+    /// promoted). A key already past its deadline but not yet expired is given 1 ms.
+    pub fn peer_snapshot_chunk(&self, after: Option<&[u8]>, max: usize, now: Instant) -> Vec<PeerEntry> {
+        let now_ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
+        self.store
+            .range(b"", after)
+            .take(max)
+            .map(|e| PeerEntry {
+                key: Bytes::copy_from_slice(e.key),
+                value: Bytes::copy_from_slice(e.value),
+                ttl: e.deadline.map(|ms| Duration::from_millis(ms.saturating_sub(now_ms).max(1))),
+            })
             .collect()
     }
 }
@@ -257,6 +370,65 @@ mod tests {
         assert_eq!(s.apply(set("a", "12345", None), t0), Err(ApplyError::ValueTooLarge(5, 4)));
         assert_eq!(s.sequence(), 0);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn follow_applies_the_actives_sequence_with_a_deadline_on_our_clock() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut s = ServerState::new(t0);
+        let mut m = KvMsg::new("/a", "1");
+        m.sequence = 1;
+        m.properties.insert("ttl", "2").unwrap();
+        assert_eq!(s.follow(&m, t0 + ms(500)), Followed::Applied);
+        // The relative ttl becomes a deadline counted from when *we* got it (bug 1 of the
+        // reference read it as an absolute time).
+        assert_eq!(s.expiry_of(b"/a"), Some(t0 + ms(2500)));
+        assert_eq!(s.follow(&m, t0), Followed::Stale);
+        let mut later = KvMsg::new("/b", "2");
+        later.sequence = 3;
+        assert_eq!(s.follow(&later, t0), Followed::Gap { expected: 2, got: 3 });
+        assert_eq!((s.sequence(), s.len()), (1, 1));
+        // The active's ttl delete (empty UUID, empty value) applies like any update.
+        let mut del = KvMsg::new("/a", "");
+        del.sequence = 2;
+        assert_eq!(s.follow(&del, t0 + ms(2500)), Followed::Applied);
+        assert!(s.is_empty() && s.next_expiry().is_none());
+        // Promoted: the next client update continues the sequence.
+        assert_eq!(s.apply(set("/c", "3", None), t0).unwrap().sequence, 3);
+    }
+
+    #[test]
+    fn peer_snapshots_carry_remaining_ttls_and_load_replaces_the_map() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut active = ServerState::new(t0);
+        active.apply(set("/a", "1", Some("10")), t0).unwrap();
+        active.apply(set("/b", "2", None), t0).unwrap();
+        let entries = active.peer_snapshot_chunk(None, 100, t0 + ms(4000));
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].ttl, Some(ms(6000)));
+        assert_eq!(entries[1].ttl, None);
+        // The passive (another clock, another epoch) keeps the remaining time.
+        let t1 = t0 + ms(100_000);
+        let mut passive = ServerState::new(t1);
+        passive.apply(set("/stale", "x", None), t1).unwrap();
+        passive.load(entries, active.sequence(), t1);
+        assert_eq!(passive.sequence(), 2);
+        assert!(passive.get(b"/stale").is_none());
+        assert_eq!(passive.expiry_of(b"/a"), Some(t1 + ms(6000)));
+        let mut out = Vec::new();
+        passive.expire(t1 + ms(6000), &mut out);
+        assert_eq!((out.len(), out[0].sequence), (1, 3));
+    }
+
+    #[test]
+    fn check_refuses_what_apply_refuses() {
+        let mut s = ServerState::new(Instant::now());
+        s.set_max_value_len(3);
+        assert!(s.check(&set("/a", "1", Some("x")).0).is_err());
+        assert!(s.check(&set("/a", "1234", None).0).is_err());
+        assert_eq!(s.check(&set("/a", "1", Some("1.5")).0), Ok(Some(Duration::from_millis(1500))));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! for exact assertions, and a scriptable fake server.
 #![allow(dead_code)]
 
+pub mod pair;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::time::Duration;

@@ -8,8 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ppp::Security;
 use tokio::time::Instant;
 use zmtp::Message;
+use zmtp::security::{KeyPair, decode_key};
 
 /// Reliable request-reply with a pool of workers: the Paranoid Pirate Protocol (ZeroMQ RFC 6/PPP).
 ///
@@ -22,6 +24,12 @@ use zmtp::Message;
 /// Kill and restart workers or the queue while the client runs: workers reconnect with backoff,
 /// the queue re-dispatches requests of dead workers, the client retries after a timeout.
 /// Logs go to stderr (RUST_LOG overrides the level).
+///
+/// Over CURVE (`ppp keygen` prints a key pair):
+///
+///   ppp queue --curve-server SECRET
+///   ppp worker --curve-serverkey PUBLIC
+///   ppp client --curve-serverkey PUBLIC
 #[derive(Parser, Debug)]
 #[command(name = "ppp", version, verbatim_doc_comment)]
 struct Cli {
@@ -48,6 +56,8 @@ enum Command {
     /// Sends "1", "2", … one at a time and expects each to be echoed back. Exits with status 1 if a
     /// request gets no reply after all retries, 2 if a reply differs from its request.
     Client(ClientArgs),
+    /// Print a new CURVE key pair ("public: …", "secret: …", Z85).
+    Keygen,
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +80,92 @@ struct QueueArgs {
     /// When --max-pending requests wait: stop reading clients (backpressure) or drop the oldest.
     #[arg(long, value_enum, default_value_t = OverflowArg::Backpressure)]
     overflow: OverflowArg,
+    #[command(flatten)]
+    security: ServerSecurityArgs,
+}
+
+/// The queue's security: both endpoints are servers.
+#[derive(Args, Debug)]
+struct ServerSecurityArgs {
+    /// Be a CURVE server on both endpoints with this secret key (Z85, from `ppp keygen`); clients
+    /// and workers need its public key
+    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, conflicts_with = "plain_server")]
+    curve_server: Option<KeyPair>,
+    /// Accept only clients and workers with this CURVE public key (repeatable; default: any that
+    /// knows the server key)
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, requires = "curve_server")]
+    curve_allow: Vec<[u8; 32]>,
+    /// On the backend, accept only workers with this CURVE public key (repeatable; replaces
+    /// --curve-allow there, so a client that knows the server key cannot pose as a worker)
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, requires = "curve_server")]
+    curve_allow_worker: Vec<[u8; 32]>,
+    /// Be a PLAIN server on both endpoints accepting USER:PASSWORD (repeatable; clear text: trusted
+    /// networks only)
+    #[arg(long, value_name = "USER:PASSWORD", help_heading = "Security", value_parser = user_password)]
+    plain_server: Vec<(String, String)>,
+}
+
+/// A worker's or client's security: a client of the queue.
+#[derive(Args, Debug)]
+struct ClientSecurityArgs {
+    /// Be a CURVE client of the queue with this public key (Z85: the public half of the queue's
+    /// --curve-server secret)
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, conflicts_with = "plain_username")]
+    curve_serverkey: Option<[u8; 32]>,
+    /// Our CURVE secret key (Z85; default: a fresh key pair for this run); needed when the queue
+    /// allows only listed keys
+    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, requires = "curve_serverkey")]
+    curve_secretkey: Option<KeyPair>,
+    /// Be a PLAIN client with this user name (needs --plain-password)
+    #[arg(long, value_name = "USER", help_heading = "Security", requires = "plain_password")]
+    plain_username: Option<String>,
+    /// The PLAIN client's password
+    #[arg(long, value_name = "PASSWORD", help_heading = "Security", requires = "plain_username")]
+    plain_password: Option<String>,
+}
+
+fn public_key(text: &str) -> Result<[u8; 32], String> {
+    decode_key(text).map_err(|e| format!("{e} (a key is 40 Z85 characters, see ppp keygen)"))
+}
+
+fn secret_key(text: &str) -> Result<KeyPair, String> {
+    public_key(text).map(KeyPair::from_secret_bytes)
+}
+
+fn user_password(text: &str) -> Result<(String, String), String> {
+    text.split_once(':').map(|(u, p)| (u.to_owned(), p.to_owned())).ok_or_else(|| "expected USER:PASSWORD".to_owned())
+}
+
+impl ServerSecurityArgs {
+    /// (frontend, backend) security.
+    fn security(&self) -> (Security, Security) {
+        if let Some(keys) = &self.curve_server {
+            let front = Security::curve_server_allowing(keys.clone(), self.curve_allow.iter().copied());
+            let workers = if self.curve_allow_worker.is_empty() { &self.curve_allow } else { &self.curve_allow_worker };
+            let back = Security::curve_server_allowing(keys.clone(), workers.iter().copied());
+            tracing::info!(public_key = %keys.public_z85(), "CURVE server");
+            (front, back)
+        } else if !self.plain_server.is_empty() {
+            let plain = Security::plain_server(self.plain_server.iter().cloned());
+            (plain.clone(), plain)
+        } else {
+            (Security::Null, Security::Null)
+        }
+    }
+}
+
+impl ClientSecurityArgs {
+    fn security(&self) -> Security {
+        if let Some(server) = self.curve_serverkey {
+            let keys = self.curve_secretkey.clone().unwrap_or_else(KeyPair::generate);
+            tracing::info!(public_key = %keys.public_z85(), "CURVE client");
+            Security::curve_client(server, keys)
+        } else if let (Some(user), Some(password)) = (&self.plain_username, &self.plain_password) {
+            Security::plain_client(user, password)
+        } else {
+            Security::Null
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -103,6 +199,8 @@ struct WorkerArgs {
     /// Simulate a crash: serve N requests, then exit abruptly (status 3) when the next one arrives.
     #[arg(long, value_name = "N")]
     crash_after: Option<u64>,
+    #[command(flatten)]
+    security: ClientSecurityArgs,
 }
 
 #[derive(Args, Debug)]
@@ -122,6 +220,8 @@ struct ClientArgs {
     /// Print only the summary, not each reply.
     #[arg(short, long)]
     quiet: bool,
+    #[command(flatten)]
+    security: ClientSecurityArgs,
 }
 
 fn init_logging(verbose: bool) {
@@ -143,6 +243,11 @@ async fn main() -> ExitCode {
         Command::Queue(args) => run_queue(args).await,
         Command::Worker(args) => run_worker(args).await,
         Command::Client(args) => run_client(args).await,
+        Command::Keygen => {
+            let keys = KeyPair::generate();
+            println!("public: {}\nsecret: {}", keys.public_z85(), keys.secret_z85());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
@@ -177,6 +282,8 @@ async fn shutdown_signal() {
 }
 
 async fn run_queue(args: QueueArgs) -> Result<ExitCode, String> {
+    let (frontend_security, backend_security) = args.security.security();
+    let curve_public = args.security.curve_server.as_ref().map(KeyPair::public_z85);
     let queue = ppp::Queue {
         frontend: args.frontend,
         backend: args.backend,
@@ -187,6 +294,8 @@ async fn run_queue(args: QueueArgs) -> Result<ExitCode, String> {
             OverflowArg::Backpressure => ppp::Overflow::Backpressure,
             OverflowArg::DropOldest => ppp::Overflow::DropOldest,
         },
+        frontend_security,
+        backend_security,
     }
     .spawn()
     .await
@@ -195,6 +304,9 @@ async fn run_queue(args: QueueArgs) -> Result<ExitCode, String> {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "frontend: {}", queue.frontend());
         let _ = writeln!(out, "backend: {}", queue.backend());
+        if let Some(public) = curve_public {
+            let _ = writeln!(out, "curve public key: {public}");
+        }
         let _ = out.flush();
     }
     shutdown_signal().await;
@@ -228,6 +340,7 @@ async fn run_worker(args: WorkerArgs) -> Result<ExitCode, String> {
         interval: Duration::from_millis(args.interval_ms),
         reconnect_init: Duration::from_millis(args.reconnect_init_ms),
         reconnect_max: Duration::from_millis(args.reconnect_max_ms),
+        security: args.security.security(),
     }
     .spawn(handler)
     .await
@@ -244,7 +357,7 @@ fn show(msg: &Message) -> String {
 
 async fn run_client(args: ClientArgs) -> Result<ExitCode, String> {
     let config = ppp::ClientConfig { timeout: Duration::from_millis(args.timeout_ms), retries: args.retries };
-    let mut client = ppp::Client::connect(args.connect.clone(), config)
+    let mut client = ppp::Client::connect_secure(args.connect.clone(), config, args.security.security())
         .await
         .map_err(|e| format!("cannot connect to {:?}: {e}", args.connect))?;
     let started = Instant::now();

@@ -94,7 +94,7 @@ where
     let mut hs = mechanism(opts, config)?;
     // All 64 bytes at once: never wait for the peer's greeting before sending ours.
     wr.write_all(&Greeting::new(hs.mechanism(), hs.as_server()).encode()).await?;
-    let mut buf = BytesMut::with_capacity(1024);
+    let mut buf = BytesMut::with_capacity(512);
     let mut greeting = GreetingDecoder::new();
     let peer = loop {
         if !buf.is_empty() {

@@ -75,17 +75,19 @@ async fn drive<C: Conn>(
     info: &ConnectionInfo<'_>,
     handshaken: &mut bool,
 ) -> Result<(), ConnectionError> {
-    let opts = core.options().clone();
+    let opts = core.options_snapshot();
     let (mut rd, mut wr) = conn.into_halves();
     let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type, &opts, info.peer_addr);
-    let handshake = async {
+    // Boxed: the handshake's state (about 2 KiB) is freed when it completes instead of staying in every
+    // connection's task for its lifetime.
+    let handshake = Box::pin(async {
         match opts.handshake_ivl {
             Some(limit) => {
                 tokio::time::timeout(limit, handshake).await.map_err(|_| ConnectionError::HandshakeTimeout)?
             }
             None => handshake.await,
         }
-    };
+    });
     let done = tokio::select! {
         r = handshake => r?,
         _ = kill.cancelled() => return Err(ConnectionError::SocketClosed),

@@ -22,7 +22,7 @@ use crate::wire::{Command, FrameCodec};
 /// Frames in one multipart message; a peer that never ends a message is cut off here.
 pub(crate) const MAX_FRAMES_PER_MESSAGE: usize = 1 << 16;
 /// Read buffer growth bounds: small while idle (cheap idle connections), larger under load.
-const MIN_READ: usize = 8 * 1024;
+const MIN_READ: usize = 2 * 1024;
 const MAX_READ: usize = 256 * 1024;
 
 /// Where the reader delivers: the socket, this connection's peer and pipe, and its properties.
@@ -108,6 +108,11 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
             core.deliver(peer, &mut batch).await;
         }
         decoded?;
+        if buf.is_empty() && buf.capacity() > 4 * MIN_READ && read_size == MIN_READ {
+            // Drained after a burst and no longer busy: give the memory back so that idle connections
+            // stay cheap (the frames already handed out keep their own slices alive).
+            buf = BytesMut::new();
+        }
         if buf.capacity() - buf.len() < read_size / 4 {
             buf.reserve(read_size);
         }
@@ -119,9 +124,12 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
         if n == 0 {
             return Err(ConnectionError::PeerClosed);
         }
-        // A read that filled what we offered suggests a busy peer: offer more next time.
+        // A read that filled what we offered suggests a busy peer: offer more next time; a short one
+        // lets the offer shrink back.
         if n >= read_size && read_size < MAX_READ {
             read_size *= 2;
+        } else if n < read_size / 4 && read_size > MIN_READ {
+            read_size /= 2;
         }
     }
 }

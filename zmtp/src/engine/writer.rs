@@ -33,7 +33,8 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
     mut encoder: Option<CurveEncoder>,
 ) -> Result<(), ConnectionError> {
     let mut items = VecDeque::new();
-    let mut buf = BytesMut::with_capacity(8 * 1024);
+    // Allocated by the first batch (sized to it), so an idle connection holds no write buffer.
+    let mut buf = BytesMut::new();
     let mut chunks: Vec<Bytes> = Vec::new();
     let heartbeat = (!opts.heartbeat_ivl.is_zero()).then_some(opts.heartbeat_ivl);
     let timeout = opts.heartbeat_timeout.unwrap_or(opts.heartbeat_ivl);
@@ -163,10 +164,15 @@ fn encode_message(msg: &Message, buf: &mut BytesMut, chunks: &mut Vec<Bytes>) {
 async fn write_chunks<W: AsyncWrite + Unpin>(wr: &mut W, chunks: &mut Vec<Bytes>) -> std::io::Result<()> {
     let mut first = 0;
     while first < chunks.len() {
-        let slices: smallvec::SmallVec<[IoSlice<'_>; MAX_IOV]> =
-            chunks[first..].iter().take(MAX_IOV).map(|c| IoSlice::new(c)).collect();
-        let mut n = wr.write_vectored(&slices).await?;
-        drop(slices);
+        // The IoSlice array is built inside the poll, on the stack: held across an await it would sit
+        // in every connection's task state (1 KiB per idle connection).
+        let pending = &chunks[first..];
+        let mut n = std::future::poll_fn(|cx| {
+            let slices: smallvec::SmallVec<[IoSlice<'_>; MAX_IOV]> =
+                pending.iter().take(MAX_IOV).map(|c| IoSlice::new(c)).collect();
+            std::pin::Pin::new(&mut *wr).poll_write_vectored(cx, &slices)
+        })
+        .await?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }

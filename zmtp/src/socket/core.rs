@@ -20,6 +20,22 @@ use crate::message::Message;
 use crate::options::Options;
 use crate::wire::{PeerInfo, SocketType};
 
+/// Access to a socket's options; mutable access clones them first if a connection shares them.
+pub(crate) struct OptionsGuard<'a>(MutexGuard<'a, Arc<Options>>);
+
+impl std::ops::Deref for OptionsGuard<'_> {
+    type Target = Options;
+    fn deref(&self) -> &Options {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for OptionsGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Options {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
 /// A wake-up signal that costs one atomic load when nobody waits.
 #[derive(Debug, Default)]
 pub(crate) struct Waiters {
@@ -112,7 +128,9 @@ pub(crate) struct State {
 #[derive(Debug)]
 pub(crate) struct Core {
     pub socket_type: SocketType,
-    pub options: Mutex<Options>,
+    /// Shared copy-on-write: each connection keeps an `Arc` of the options it started with (8 bytes, not
+    /// a 500-byte copy per connection); setters clone only when a connection still holds the old ones.
+    options: Mutex<Arc<Options>>,
     state: Mutex<State>,
     pub inbox: Inbox,
     pub space: Arc<Waiters>,
@@ -152,7 +170,7 @@ impl Core {
         }
         Arc::new(Core {
             socket_type,
-            options: Mutex::new(Options::default()),
+            options: Mutex::new(Arc::new(Options::default())),
             state: Mutex::new(State { next_generated_id, ..State::default() }),
             inbox: Inbox::new(socket_type == SocketType::Sub),
             space: Arc::new(Waiters::default()),
@@ -167,8 +185,14 @@ impl Core {
         })
     }
 
-    pub fn options(&self) -> MutexGuard<'_, Options> {
-        self.options.lock().unwrap_or_else(|e| e.into_inner())
+    /// The options, readable and writable (writes copy them if a connection still uses the old ones).
+    pub fn options(&self) -> OptionsGuard<'_> {
+        OptionsGuard(self.options.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The current options, for a connection to keep.
+    pub fn options_snapshot(&self) -> Arc<Options> {
+        self.options.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn state(&self) -> MutexGuard<'_, State> {

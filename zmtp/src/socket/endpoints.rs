@@ -108,7 +108,7 @@ async fn run_connection(
     let info = ConnectionInfo { endpoint, peer_addr: peer };
     match conn {
         Connection::Tcp(s) => {
-            let opts = core.options().clone();
+            let opts = core.options_snapshot();
             if let Err(e) = transport::set_keepalive(&s, &opts) {
                 tracing::warn!(endpoint, error = %e, "cannot set TCP keepalive options");
             }

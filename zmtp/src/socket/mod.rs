@@ -18,7 +18,6 @@ use self::core::{Core, TrySend};
 use self::endpoints::EndpointHandle;
 use crate::error::{Error, Result};
 use crate::message::Message;
-use crate::options::Options;
 use crate::security::KeyPair;
 use crate::transport::Endpoint;
 use crate::wire::{Mechanism, SocketType};
@@ -510,10 +509,5 @@ impl Socket {
     /// The routing id set with [`set_routing_id`](Self::set_routing_id).
     pub fn routing_id(&self) -> Bytes {
         self.inner.core.options().routing_id.clone()
-    }
-
-    #[allow(dead_code)]
-    pub(crate) fn options_snapshot(&self) -> Options {
-        self.inner.core.options().clone()
     }
 }

@@ -29,6 +29,7 @@ async fn run(cmd: Cmd) {
             let push = Socket::new(SocketType::Push);
             push.connect(cmd.str(0)).await.unwrap();
             thr_send(&push, cmd.num(1), cmd.num(2)).await;
+            common::hold().await;
             push.close().await;
         }
         "lat-server" => lat_server(cmd.str(0), cmd.str(1) == "dr", cmd.num(3)).await,
@@ -112,8 +113,9 @@ async fn lat_client(ep: &str, dealer_router: bool, size: usize, count: usize) {
     s.close().await;
 }
 
-async fn publisher(ep: &str, size: usize, millis: usize, ctrl: u16) {
+async fn publisher(ep: &str, size: usize, count: usize, ctrl: u16) {
     let p = Socket::new(SocketType::Pub);
+    p.set_sndhwm(0);
     p.bind(ep).await.unwrap();
     let ctrl = CtrlServer::start(ctrl);
     common::ready();
@@ -123,14 +125,8 @@ async fn publisher(ep: &str, size: usize, millis: usize, ctrl: u16) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let data = Bytes::from(common::tagged(common::DATA, size));
-    let stop = Instant::now() + Duration::from_millis(millis as u64);
-    'send: loop {
-        for _ in 0..common::PUB_CHECK_EVERY {
-            p.send(Message::single(data.clone())).await.unwrap();
-        }
-        if Instant::now() >= stop {
-            break 'send;
-        }
+    for _ in 0..count {
+        p.send(Message::single(data.clone())).await.unwrap();
     }
     let end = Bytes::from(common::tagged(common::END, size));
     let deadline = Instant::now() + common::END_TIMEOUT;
@@ -146,6 +142,7 @@ async fn subscribers(ep: &str, n: usize, ctrl: u16) {
     let mut tasks = Vec::new();
     for _ in 0..n {
         let s = Socket::new(SocketType::Sub);
+        s.set_rcvhwm(0);
         s.subscribe(b"").unwrap();
         s.connect(ep).await.unwrap();
         let warm_tx = warm_tx.clone();

@@ -1,0 +1,375 @@
+//! BENCHMARKS.md: machine, method, the tables (median, spread, ratio to libzmq), issue 9's targets.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::{Kind, Opts, Results, Row, Transport, Variant};
+
+/// Metrics shown for a row: (result key, label suffix, higher is better, unit formatter).
+fn metrics(row: &Row) -> Vec<(&'static str, &'static str, bool, fn(f64) -> String)> {
+    match row.kind {
+        Kind::Thr { .. } => vec![("msgs_per_s", "", true, rate)],
+        Kind::Lat { .. } => vec![("p50_us", " — p50", false, micros), ("p99_us", " — p99", false, micros)],
+        Kind::Fanout { .. } => vec![("delivered_per_s", "", true, rate)],
+        Kind::Mem { .. } => vec![
+            ("total_kib", " — both ends, per connection", false, kib),
+            ("router_kib", " — ROUTER side, per connection", false, kib),
+            ("dealer_kib", " — DEALER side, per socket", false, kib),
+        ],
+    }
+}
+
+fn rate(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} M/s", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0} k/s", v / 1e3)
+    } else {
+        format!("{v:.0}/s")
+    }
+}
+
+fn micros(v: f64) -> String {
+    format!("{v:.1} µs")
+}
+
+fn secs(v: f64) -> String {
+    if v < 1.0 { format!("{:.0} ms", v * 1e3) } else { format!("{v:.2} s") }
+}
+
+fn kib(v: f64) -> String {
+    format!("{v:.1} KiB")
+}
+
+fn cell(results: &Results, row: &Row, v: &Variant, key: &str, fmt: fn(f64) -> String) -> String {
+    let samples = results.samples(&row.id, v.name, key);
+    if let Some(m) = crate::median(&samples) {
+        let lo = samples.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = samples.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let spread = if m > 0.0 && samples.len() > 1 { (hi - lo) / 2.0 / m * 100.0 } else { 0.0 };
+        let mut s = format!("**{}**", fmt(m));
+        if samples.len() > 1 {
+            let _ = write!(s, " ±{spread:.0}%");
+        }
+        if v.name != "libzmq"
+            && let Some(l) = results.median(&row.id, "libzmq", key)
+            && l > 0.0
+        {
+            let _ = write!(s, " ({:.2}×)", m / l);
+        }
+        if let Kind::Fanout { .. } = row.kind
+            && let Some(p) = results.median(&row.id, v.name, "delivered_pct")
+            && p < 99.95
+        {
+            let _ = write!(s, " [{p:.0}% delivered]");
+        }
+        s
+    } else if results.unsupported(&row.id, v.name) {
+        "n/a".into()
+    } else if !results.failures(&row.id, v.name).is_empty() {
+        "failed¹".into()
+    } else {
+        "".into()
+    }
+}
+
+fn cmd_out(cmd: &str, args: &[&str]) -> String {
+    std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        cpuinfo
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("MemTotal"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|k| format!("{:.1} GiB", k as f64 / 1048576.0))
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let fds = std::fs::read_to_string("/proc/self/limits")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .map(|l| l.split_whitespace().nth(3).unwrap_or("?").to_string())
+        .unwrap_or_default();
+    let flags = field("flags");
+    let mut s = String::new();
+    let _ = writeln!(s, "| | |\n|---|---|");
+    let _ = writeln!(s, "| CPU | {} (family {}, model {}, {} MHz, cache {}) |", field("model name"), field("cpu family"), field("model\t"), field("cpu MHz"), field("cache size"));
+    let _ = writeln!(s, "| cores (nproc) | {} |", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
+    let _ = writeln!(s, "| memory | {mem} |");
+    let _ = writeln!(s, "| kernel | Linux {} |", kernel.trim());
+    let _ = writeln!(s, "| virtualised | {} |", if flags.contains("hypervisor") { "yes (hypervisor flag set)" } else { "no hypervisor flag" });
+    let _ = writeln!(s, "| open files limit | {fds} |");
+    s
+}
+
+fn versions(opts: &Opts) -> String {
+    let lock = std::fs::read_to_string("bench/Cargo.lock").unwrap_or_default();
+    let ver = |name: &str| {
+        let key = format!("name = \"{name}\"\nversion = \"");
+        lock.find(&key)
+            .map(|i| lock[i + key.len()..].split('"').next().unwrap_or("").to_string())
+            .unwrap_or_else(|| "?".into())
+    };
+    let libzmq = cmd_out(opts.bin_dir.join("bench-libzmq").to_str().unwrap(), &["version"]);
+    let mut s = String::new();
+    let _ = writeln!(s, "| | |\n|---|---|");
+    let _ = writeln!(s, "| libzmq | {} (Debian libzmq3-dev, linked at run time; via the `zmq` crate {}) |", if libzmq.is_empty() { "?".into() } else { libzmq }, ver("zmq"));
+    let _ = writeln!(s, "| zmtp | this repository (`path = \"../zmtp\"`), git {} |", cmd_out("git", &["rev-parse", "--short", "HEAD"]));
+    let _ = writeln!(s, "| zeromq (zmq.rs) | {} |", ver("zeromq"));
+    let _ = writeln!(s, "| rzmq | {} |", ver("rzmq"));
+    let _ = writeln!(s, "| omq-tokio | {} |", ver("omq-tokio"));
+    let _ = writeln!(s, "| monocoque-rs | {} (tokio backend) |", ver("monocoque-rs"));
+    let _ = writeln!(s, "| tokio | {} |", ver("tokio"));
+    let _ = writeln!(s, "| rustc | {} |", cmd_out("rustc", &["--version"]));
+    s
+}
+
+pub fn markdown(
+    opts: &Opts,
+    rows: &[Row],
+    present: &[Variant],
+    missing: &[Variant],
+    results: &Results,
+    elapsed: Duration,
+) -> String {
+    let mut s = String::new();
+    let date = cmd_out("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let _ = writeln!(s, "# Benchmarks: zmtp vs libzmq vs the other Rust ZeroMQ stacks\n");
+    let _ = writeln!(
+        s,
+        "Generated by `{}` on {date} ({} run{} per cell, {:.0} s in all{}). Do not edit by hand: re-run the command.\n",
+        opts.command,
+        opts.runs,
+        if opts.runs == 1 { "" } else { "s" },
+        elapsed.as_secs_f64(),
+        if opts.quick { ", **quick mode: smaller counts, not for quoting**" } else { "" }
+    );
+    let _ = writeln!(s, "Every figure comes from the same machine in the same run, with the stacks interleaved row by row and run by run, so background noise falls on all of them alike. Each cell: **median** of the runs, ± half the min–max range as a percentage of the median, and (in brackets) the ratio to libzmq's median. Throughput: higher is better. Latency and memory: lower is better (a ratio below 1 is better than libzmq). The plot is [bench/throughput.svg](bench/throughput.svg); every sample is in [bench/results.tsv](bench/results.tsv).\n");
+    let _ = writeln!(s, "![PUSH/PULL throughput over TCP loopback vs message size](bench/throughput.svg)\n");
+
+    let groups: [(&str, fn(&Row) -> bool); 4] = [
+        ("Throughput (PUSH/PULL, messages/s at the receiver)", |r| matches!(r.kind, Kind::Thr { .. })),
+        ("One-way latency (half the round trip; 64 B; per-round-trip samples)", |r| matches!(r.kind, Kind::Lat { .. })),
+        ("PUB/SUB fan-out (delivered messages/s, counted at the subscribers)", |r| matches!(r.kind, Kind::Fanout { .. })),
+        ("Memory per idle connection (RSS delta)", |r| matches!(r.kind, Kind::Mem { .. })),
+    ];
+    for (title, pick) in groups {
+        let grows: Vec<&Row> = rows.iter().filter(|r| pick(r)).collect();
+        if grows.is_empty() {
+            continue;
+        }
+        let cols: Vec<&Variant> = present
+            .iter()
+            .filter(|v| grows.iter().any(|r| results.runs.contains_key(&(r.id.clone(), v.name.to_string()))))
+            .collect();
+        let _ = writeln!(s, "## {title}\n");
+        let _ = write!(s, "| |");
+        for v in &cols {
+            let _ = write!(s, " {} |", v.name);
+        }
+        let _ = write!(s, "\n|---|");
+        for _ in &cols {
+            let _ = write!(s, "---|");
+        }
+        s.push('\n');
+        for r in grows {
+            for (key, suffix, _, fmt) in metrics(r) {
+                let _ = write!(s, "| {}{suffix} |", r.label);
+                for v in &cols {
+                    let c = if results.runs.contains_key(&(r.id.clone(), v.name.to_string())) {
+                        cell(results, r, v, key, fmt)
+                    } else {
+                        "—".into()
+                    };
+                    let _ = write!(s, " {c} |");
+                }
+                s.push('\n');
+            }
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
+    let _ = writeln!(s, "From the chp crate's own perf example (`chp/examples/perf.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values. No libzmq-based CHP exists here to compare with, so there is no ratio column.\n", if opts.quick { 50000 } else { 200000 });
+    let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");
+    let chp_row = Row { id: "chp".into(), label: String::new(), kind: Kind::Mem { n: 0, procs: 0 } };
+    let zmtp_col = present.iter().find(|v| v.name == "zmtp");
+    let chp_rows: [(&str, &str, fn(f64) -> String); 6] = [
+        ("updates/s through one server (confirmed to the publishers)", "confirmed_per_s", rate),
+        ("updates/s delivered to all subscribers", "delivered_per_s", rate),
+        ("set → watcher latency, p50", "p50_us", micros),
+        ("set → watcher latency, p99", "p99_us", micros),
+        ("snapshot of 1M keys, raw ICANHAZ? → KTHXBAI", "snapshot_raw_s", secs),
+        ("snapshot of 1M keys, client connect + full sync", "snapshot_sync_s", secs),
+    ];
+    for (what, key, fmt) in chp_rows {
+        let c = match zmtp_col {
+            Some(v) if results.runs.contains_key(&("chp".to_string(), "zmtp".to_string())) => cell(results, &chp_row, v, key, fmt),
+            _ => "**TODO** — bench-chp not built or not run".into(),
+        };
+        let _ = writeln!(s, "| {what} | {c} |");
+    }
+    let _ = writeln!(s, "| failover time (HA pair) | **TODO** — not measured: the perf example has no failover case |");
+    s.push('\n');
+
+    let _ = writeln!(s, "## Issue 9 targets (zmtp, from the medians above)\n");
+    s.push_str(&targets(results, rows, present));
+
+    let _ = writeln!(s, "\n## Method\n");
+    let _ = writeln!(s, "- One binary per stack (`bench/stacks/<stack>`), all speaking the modes in `bench/common/src/lib.rs`; the driver (`bench/driver`) starts them as separate processes (server first; the client only after the server printed `READY` once bound), reads `RESULT` lines and kills anything still running after {} s.", if opts.quick { 60 } else { 120 });
+    let _ = writeln!(s, "- **Throughput**: like libzmq's `local_thr`/`remote_thr`: PULL binds, PUSH connects and sends N messages of one size; the receiver times from the first message to the N-th. TCP on 127.0.0.1, ipc on a Unix socket in /tmp, inproc on two threads of one process. Counts: {}.", count_list(rows));
+    let _ = writeln!(s, "- **Raw TCP**: a tokio current-thread TCP stream, no framing: `write_all` of 64 KiB buffers, read into a 256 KiB buffer, the same count and timing rule.");
+    let _ = writeln!(s, "- **Latency**: REQ→REP or DEALER→ROUTER echo of a 64 B message over TCP, after a warm-up of 10% of the count (at least 100, at most 2,000) round trips; every round trip is timed alone, and the one-way figure is half of it (p50 and p99 of those).");
+    let _ = writeln!(s, "- **Fan-out**: one PUB process, one process with all the SUBs (each subscribed to everything; HWMs unlimited where the stack allows it — libzmq, zmtp — and 100,000 in rzmq and omq, which have no unlimited setting; zeromq's are fixed). The publisher sends warm-up messages every millisecond until every subscriber has received one (reported over a side TCP channel), then N data messages as fast as it can, then end markers until the subscribers are done. Delivered/s = data messages received by all subscribers ÷ (last delivery − first delivery). N = 2,000,000 ÷ subscribers{}.", if opts.quick { " ÷ 8" } else { "" });
+    let _ = writeln!(s, "- **Memory**: one ROUTER process; the DEALERs in processes of at most 2,500 each (libzmq needs two descriptors per socket and the open-files limit here is 20,000, hard, not raisable without privileges this machine does not grant); each DEALER connects, sends `hi` and waits for the echo, 100 at a time. RSS (VmRSS) is read before any connection and once all are answered (after 200 ms); the tables give the deltas ÷ N. libzmq's DEALER processes use one context per 1,000 sockets (its default ZMQ_MAX_SOCKETS is 1,023 and the `zmq` crate does not expose the setting), so their side includes a few I/O threads.");
+    let _ = writeln!(s, "- **Runtimes**: zmtp on a tokio current-thread runtime (as its perf tools); omq on its own `Context` (one I/O thread, the body run on it via `block_on`, as its benches); rzmq and zeromq on a 2-worker multi-thread runtime (as their examples); monocoque on its tokio backend (current-thread + LocalSet, its sockets are !Send); libzmq with its default one I/O thread per context and blocking calls on the application thread, as libzmq's perf tools. Inproc with tokio stacks: two threads, each with its own runtime (rzmq: the multi-thread runtime).");
+    let _ = writeln!(s, "- **monocoque** has one-connection sockets: a bound PULL/REP/ROUTER accepts one peer (the memory row uses one RouterSocket per accepted connection), and no socket-level inproc. Its default is eager writes (one write per send); `monocoque+coalesce` is its opt-in write coalescing (flushed once at the end of the run), the mode its published numbers use.");
+    let _ = writeln!(s, "- Build: `bench/` is its own cargo workspace with the product workspace's release profile (thin LTO, 4 codegen units, debug line info).");
+
+    let _ = writeln!(s, "\n## Notes\n");
+    for v in missing {
+        let _ = writeln!(s, "- **{}**: not built here (no `{}` binary), so no column.", v.name, v.bin);
+    }
+    let mut any_fail = false;
+    for r in rows {
+        for v in present {
+            let f = results.failures(&r.id, v.name);
+            if !f.is_empty() {
+                any_fail = true;
+                let _ = writeln!(s, "- ¹ {} / {}: {} of {} runs failed: `{}`", r.id, v.name, f.len(), opts.runs, f[0].replace('`', "'"));
+            }
+            if results.unsupported(&r.id, v.name) {
+                let _ = writeln!(s, "- {} / {}: n/a — the stack has no such transport/socket.", r.id, v.name);
+            }
+        }
+    }
+    let chp_fail = results.failures("chp", "zmtp");
+    if !chp_fail.is_empty() {
+        any_fail = true;
+        let _ = writeln!(s, "- chp: {} of {} runs failed: `{}`", chp_fail.len(), opts.runs, chp_fail[0].replace('`', "'"));
+    }
+    if !any_fail {
+        let _ = writeln!(s, "- No run failed.");
+    }
+
+    let _ = writeln!(s, "\n## Machine and versions\n");
+    s.push_str(&machine());
+    s.push('\n');
+    s.push_str(&versions(opts));
+    s
+}
+
+fn count_list(rows: &[Row]) -> String {
+    rows.iter()
+        .filter_map(|r| match r.kind {
+            Kind::Thr { transport, size, count } => Some(format!(
+                "{} {} × {}",
+                match transport {
+                    Transport::Tcp => "tcp",
+                    Transport::Ipc => "ipc",
+                    Transport::Inproc => "inproc",
+                },
+                crate::size_label(size),
+                count
+            )),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
+    let mut s = String::new();
+    let m = |row: &str, v: &str, k: &str| results.median(row, v, k);
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "**met**",
+        Some(false) => "**missed**",
+        None => "not measured",
+    };
+    let ratio = |row: &str, k: &str| Some(m(row, "zmtp", k)? / m(row, "libzmq", k)?);
+    let _ = writeln!(s, "| target | measured | verdict |\n|---|---|---|");
+    let r64 = ratio("thr/tcp/64", "msgs_per_s");
+    let _ = writeln!(s, "| 64 B PUSH/PULL TCP ≥ 1.5× libzmq | {} | {} |", fmt_ratio(r64), verdict(r64.map(|r| r >= 1.5)));
+    let r64k = ratio("thr/tcp/65536", "msgs_per_s");
+    let raw = (|| Some(m("thr/tcp/65536", "zmtp", "msgs_per_s")? / m("thr/tcp/65536", "raw TCP", "msgs_per_s")?))();
+    let _ = writeln!(s, "| 64 KiB PUSH/PULL TCP ≥ 1.0× libzmq | {} | {} |", fmt_ratio(r64k), verdict(r64k.map(|r| r >= 1.0)));
+    let _ = writeln!(
+        s,
+        "| 64 KiB PUSH/PULL TCP ≥ 80% of raw TCP | {} | {} |",
+        raw.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or("—".into()),
+        verdict(raw.map(|r| r >= 0.8))
+    );
+    for (id, name) in [("lat/rr/64", "REQ/REP"), ("lat/dr/64", "DEALER/ROUTER")] {
+        let p50 = ratio(id, "p50_us");
+        let p99 = ratio(id, "p99_us");
+        let _ = writeln!(
+            s,
+            "| {name} one-way latency ≤ 0.6× libzmq | p50 {} (p99 {}) | {} |",
+            fmt_ratio(p50),
+            fmt_ratio(p99),
+            verdict(p50.map(|r| r <= 0.6))
+        );
+    }
+    let f100 = ratio("fanout/100", "delivered_per_s");
+    let _ = writeln!(s, "| fan-out to 100 subscribers ≥ 1.5× libzmq | {} | {} |", fmt_ratio(f100), verdict(f100.map(|r| r >= 1.5)));
+    // Ahead of every Rust stack on every row.
+    let rust: Vec<&Variant> =
+        present.iter().filter(|v| !matches!(v.name, "zmtp" | "libzmq" | "raw TCP")).collect();
+    let mut behind = Vec::new();
+    let mut compared = 0;
+    for r in rows {
+        for (key, suffix, higher, _) in metrics(r) {
+            if matches!(r.kind, Kind::Mem { .. }) && key != "total_kib" {
+                continue;
+            }
+            let Some(z) = m(&r.id, "zmtp", key) else { continue };
+            for v in &rust {
+                let Some(o) = m(&r.id, v.name, key) else { continue };
+                compared += 1;
+                let ahead = if higher { z > o } else { z < o };
+                if !ahead {
+                    let pct = if higher { (o / z - 1.0) * 100.0 } else { (z / o - 1.0) * 100.0 };
+                    behind.push(format!("{}{suffix} vs {} ({pct:.0}% behind)", r.label, v.name));
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "| ahead of every Rust stack on every row | {} | {} |",
+        if behind.is_empty() { format!("ahead in all {compared} comparisons") } else { format!("behind in {} of {compared}: {}", behind.len(), behind.join("; ")) },
+        verdict(if compared == 0 { None } else { Some(behind.is_empty()) })
+    );
+    let mem_row = rows.iter().find(|r| matches!(r.kind, Kind::Mem { .. })).map(|r| r.id.clone()).unwrap_or_default();
+    let (t, ro, d) = (m(&mem_row, "zmtp", "total_kib"), m(&mem_row, "zmtp", "router_kib"), m(&mem_row, "zmtp", "dealer_kib"));
+    let _ = writeln!(
+        s,
+        "| idle connection ≤ 8 KiB | both ends {} (ROUTER side {}, DEALER side {}) | {} both ends; {} ROUTER side |",
+        t.map(kib).unwrap_or("—".into()),
+        ro.map(kib).unwrap_or("—".into()),
+        d.map(kib).unwrap_or("—".into()),
+        verdict(t.map(|v| v <= 8.0)),
+        verdict(ro.map(|v| v <= 8.0)),
+    );
+    s
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map(|r| format!("{r:.2}×")).unwrap_or_else(|| "—".into())
+}

@@ -1,0 +1,964 @@
+//! The high-availability server pair: two CHP servers, a primary and a backup, under Binary Star
+//! (the Guide's Clone Model Six, with the reference's bugs fixed).
+//!
+//! Each server binds the usual three ports — SNAPSHOT (ROUTER) at P, PUBLISHER (PUB) at P+1,
+//! COLLECTOR (SUB) at P+2 — plus the Binary Star state PUB, and connects a SUB to its peer's state
+//! PUB ([`bstar`]). The SNAPSHOT socket is Binary Star's *voter*: a client's ICANHAZ? is the
+//! request that lets a passive server take over once the active's heartbeats have expired. Clients
+//! publish every KVSET to *both* collectors.
+//!
+//! - **Active:** exactly the single [`Server`](super::Server): sequences, stores and republishes
+//!   updates, expires ttls, answers snapshots, sends HUGZ; plus it drops a KVSET whose UUID it (or
+//!   the active it took over from) already published, so a client's retransmit after a failover
+//!   is not published twice.
+//! - **Passive:** holds each client update on the pending list ([`pending`](super::pending)) and
+//!   follows the active: a SUB to the peer's P+1 (subscribe all), proven live by its first message
+//!   (zguide #818), then a `PEERSYNC?` snapshot of the peer's whole map with each key's remaining
+//!   ttl ([`crate::command::PEERSYNC`]), then every update in sequence order. Each update from the
+//!   active removes its copy from the pending list. The snapshot fetch never blocks anything (it
+//!   is one more branch of the event loop, heartbeats run in their own task) and is retried on a
+//!   fresh socket after [`HaConfig::peer_sync_timeout`]. A passive server publishes HUGZ but no
+//!   updates, so clients that fail over to it can vote.
+//! - **Promotion:** stop following, replay the pending list with new sequences, then serve the
+//!   snapshot request that caused the failover (Binary Star delivers `BecameActive` before that
+//!   request). A server promoted before its copy of the peer was complete starts from what it has
+//!   (never a missing map), and says so.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), chp::server::ha::HaError> {
+//! use chp::server::ha::{HaConfig, HaServer};
+//! // The reference's pair: primary P=5556 (state 5003), backup P=5566 (state 5004).
+//! let primary = HaServer::bind(HaConfig::reference_primary()).await?;
+//! let backup = HaServer::bind(HaConfig::reference_backup()).await?;
+//! // Clients list both: chp::ClientOptions::for_servers(vec![primary.address().clone(), backup.address().clone()])
+//! primary.wait().await
+//! # }
+//! ```
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bstar::{BinaryStar, Liveness, Notice, Notices, Side, State};
+use bytes::Bytes;
+use tokio::sync::{broadcast, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use zmtp::{Message, MonitorEvent, Socket, SocketType};
+
+use super::pending::{Held, Pending, PendingConfig, PendingStats};
+use super::snapshot::Snapshots;
+use super::state::{Followed, PeerEntry};
+use super::{ServerConfig, ServerError, ServerStats, Shared, Stats, WELCOME_HUGZ, port_of};
+use crate::address::ServerAddress;
+use crate::command::{KTHXBAI, KvSet, PEERSYNC, Update, hugz_message};
+use crate::kvmsg::KvMsg;
+use crate::server::{ServerState, parse_ttl};
+
+/// How one server of the pair is set up.
+#[derive(Clone, Debug)]
+pub struct HaConfig {
+    /// The CHP side: interface, P (must be given: the peer needs it), HUGZ interval, limits.
+    pub server: ServerConfig,
+    /// Primary or backup.
+    pub side: Side,
+    /// Where this server's Binary Star state PUB binds (e.g. `tcp://*:5003`).
+    pub state: String,
+    /// The peer's state PUB (e.g. `tcp://backup-host:5004`).
+    pub peer_state: String,
+    /// The peer's CHP address (its P): a passive server follows the peer's P+1 and asks its P
+    /// for a snapshot.
+    pub peer: ServerAddress,
+    /// Binary Star heartbeat; the peer expires after twice this. Default 1 s.
+    pub heartbeat: Duration,
+    /// Pending list limits.
+    pub pending: PendingConfig,
+    /// A passive server's snapshot of the active that makes no progress for this long is
+    /// abandoned and asked for again on a fresh socket. Default 2 s.
+    pub peer_sync_timeout: Duration,
+}
+
+impl HaConfig {
+    /// A server of `side` with CHP port `port`, state PUB at `state`, peer state PUB at
+    /// `peer_state` and peer CHP address `peer`; defaults elsewhere (binds all interfaces).
+    pub fn new(
+        side: Side,
+        port: u16,
+        state: impl Into<String>,
+        peer_state: impl Into<String>,
+        peer: ServerAddress,
+    ) -> HaConfig {
+        HaConfig {
+            server: ServerConfig { port, ..ServerConfig::default() },
+            side,
+            state: state.into(),
+            peer_state: peer_state.into(),
+            peer,
+            heartbeat: bstar::DEFAULT_HEARTBEAT,
+            pending: PendingConfig::default(),
+            peer_sync_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// The Guide's primary: P=5556, state `tcp://*:5003`, peer state `tcp://localhost:5004`, peer
+    /// P=5566 on localhost.
+    pub fn reference_primary() -> HaConfig {
+        let peer = ServerAddress::new("localhost", 5566).expect("valid");
+        HaConfig::new(Side::Primary, 5556, "tcp://*:5003", "tcp://localhost:5004", peer)
+    }
+
+    /// The Guide's backup: P=5566, state `tcp://*:5004`, peer state `tcp://localhost:5003`, peer
+    /// P=5556 on localhost.
+    pub fn reference_backup() -> HaConfig {
+        let peer = ServerAddress::new("localhost", 5556).expect("valid");
+        HaConfig::new(Side::Backup, 5566, "tcp://*:5004", "tcp://localhost:5003", peer)
+    }
+
+    /// Sets the interface to bind.
+    pub fn bind(mut self, interface: impl Into<String>) -> HaConfig {
+        self.server.bind = interface.into();
+        self
+    }
+
+    /// Sets the Binary Star heartbeat.
+    pub fn heartbeat(mut self, interval: Duration) -> HaConfig {
+        self.heartbeat = interval;
+        self
+    }
+
+    /// Sets the HUGZ interval.
+    pub fn hugz(mut self, interval: Duration) -> HaConfig {
+        self.server.hugz_interval = interval;
+        self
+    }
+}
+
+/// Why a pair server could not start, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HaError {
+    /// Binding a CHP socket failed.
+    #[error(transparent)]
+    Bind(#[from] ServerError),
+    /// Binary Star could not start (state or voter socket), or its socket failed.
+    #[error("binary star: {0}")]
+    Star(bstar::Error),
+    /// The pair is broken: dual actives or dual passives. The server stopped.
+    #[error("fatal: {0}")]
+    Fatal(bstar::FsmError),
+}
+
+impl From<bstar::Error> for HaError {
+    fn from(e: bstar::Error) -> Self {
+        match e.fsm() {
+            Some(fatal) => HaError::Fatal(fatal),
+            None => HaError::Star(e),
+        }
+    }
+}
+
+/// Counters of the pair logic since start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HaStats {
+    /// The pending list's counters.
+    pub pending: PendingStats,
+    /// KVSETs dropped by this server, active, because it or its predecessor already published
+    /// their UUID (retransmits after a failover).
+    pub duplicates: u64,
+    /// Complete snapshots of the active received while passive.
+    pub peer_syncs: u64,
+    /// Snapshots of the active abandoned (no progress for the timeout) and asked for again.
+    pub peer_sync_timeouts: u64,
+    /// Sequence gaps in the active's updates (each one causes a fresh snapshot).
+    pub gaps: u64,
+    /// Times this server became active.
+    pub promotions: u64,
+}
+
+/// A view of one pair server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HaStatus {
+    /// Primary or backup.
+    pub side: Side,
+    /// PRIMARY/BACKUP while starting, then ACTIVE or PASSIVE. ACTIVE is reported once the
+    /// promotion's replay is done.
+    pub state: State,
+    /// The peer's liveness, as Binary Star sees it.
+    pub peer: Liveness,
+    /// The state the peer last announced.
+    pub peer_state: Option<State>,
+    /// Passive: holds a complete copy of the active's map (and follows it).
+    pub peer_synced: bool,
+    /// The sequence of the last update stored (published when active, followed when passive).
+    pub sequence: u64,
+    /// Keys stored.
+    pub keys: usize,
+    /// Client updates on the pending list.
+    pub pending: usize,
+    /// Counters.
+    pub stats: HaStats,
+    /// False once the server has stopped.
+    pub running: bool,
+    /// Why it stopped, if it was a fatal pair failure.
+    pub fatal: Option<String>,
+}
+
+/// What a pair server reports as it happens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HaEvent {
+    /// Became ACTIVE: replayed `replayed` pending updates; the map is at `sequence` with `keys` keys.
+    BecameActive {
+        /// Pending updates replayed (published with new sequences).
+        replayed: usize,
+        /// The sequence after the replay.
+        sequence: u64,
+        /// Keys after the replay.
+        keys: usize,
+        /// False when promoted before holding a complete copy of the peer's map.
+        complete: bool,
+    },
+    /// Became PASSIVE (starts following the active).
+    BecamePassive,
+    /// Passive: a complete copy of the active's map arrived.
+    PeerSynced {
+        /// The snapshot's sequence.
+        sequence: u64,
+        /// Keys in it.
+        keys: usize,
+    },
+    /// The peer is heard (again); its state.
+    PeerAlive(State),
+    /// The peer has been silent for 2 × heartbeat.
+    PeerSilent,
+    /// The server stopped; the reason when it was a fatal pair failure.
+    Stopped(Option<String>),
+}
+
+struct HaShared {
+    status: watch::Sender<HaStatus>,
+    events: broadcast::Sender<HaEvent>,
+}
+
+/// One running server of a high-availability pair (see the [module docs](self)). Dropping it stops
+/// it (its sockets close, its heartbeats stop: to the peer it is dead).
+pub struct HaServer {
+    address: ServerAddress,
+    shared: Arc<Shared>,
+    ha: Arc<HaShared>,
+    star: bstar::Handle,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), HaError>>>,
+}
+
+impl HaServer {
+    /// Binds the CHP sockets (the SNAPSHOT socket being the Binary Star voter) and the Binary
+    /// Star sockets, and starts.
+    pub async fn bind(config: HaConfig) -> Result<HaServer, HaError> {
+        let server = &config.server;
+        let endpoint = |port: u16| format!("tcp://{}:{port}", server.bind);
+        if server.port == 0 || server.port > u16::MAX - 2 {
+            let e = ServerError::Bind {
+                endpoint: endpoint(server.port),
+                source: zmtp::Error::InvalidEndpoint(
+                    endpoint(server.port),
+                    "a pair server needs a fixed port P (its peer connects to it), 1..=65533",
+                ),
+            };
+            return Err(e.into());
+        }
+        let port = server.port;
+        let star_config = bstar::Config::new(config.side, &config.state, &config.peer_state)
+            .voter(endpoint(port), SocketType::Router)
+            .heartbeat(config.heartbeat);
+        let (star, notices) = BinaryStar::bind(star_config).await.map_err(|e| match e {
+            bstar::Error::Socket(source) => {
+                HaError::Bind(ServerError::Bind { endpoint: format!("{} or {}", endpoint(port), config.state), source })
+            }
+            other => other.into(),
+        })?;
+        let handle = star.handle();
+        let snapshot = handle.voter().clone();
+        snapshot.set_router_mandatory(true);
+        snapshot.set_sndhwm(10_000);
+
+        let publisher = Socket::new(SocketType::Pub);
+        let collector = Socket::new(SocketType::Sub);
+        for s in [&publisher, &collector] {
+            s.set_linger(Some(Duration::ZERO));
+        }
+        publisher.set_sndhwm(server.queue_limit);
+        collector.set_rcvhwm(server.queue_limit);
+        collector.set_maxmsgsize(Some(server.max_value_len.max(crate::kvmsg::MAX_KEY_LEN) as u64 + 1024));
+        collector.subscribe("").expect("SUB socket");
+        let pub_events = publisher.monitor();
+        for (socket, offset) in [(&publisher, 1), (&collector, 2)] {
+            let at = endpoint(port + offset);
+            if let Err(source) = socket.bind(&at).await {
+                drop(star);
+                return Err(ServerError::Bind { endpoint: at, source }.into());
+            }
+        }
+
+        let host = match server.bind.as_str() {
+            "*" | "0.0.0.0" => "127.0.0.1".to_owned(),
+            "::" | "[::]" => "[::1]".to_owned(),
+            other => other.to_owned(),
+        };
+        let bound = port_of(handle.voter_endpoint()).unwrap_or(port);
+        let address = ServerAddress::new(host, bound).expect("bound port checked");
+        let mut state = ServerState::new(std::time::Instant::now());
+        state.set_max_value_len(server.max_value_len);
+        let shared = Arc::new(Shared { state: Mutex::new(state), stats: Stats::default() });
+        let start = config.side.start_state();
+        let status = HaStatus {
+            side: config.side,
+            state: start,
+            peer: Liveness::Unknown,
+            peer_state: None,
+            peer_synced: false,
+            sequence: 0,
+            keys: 0,
+            pending: 0,
+            stats: HaStats::default(),
+            running: true,
+            fatal: None,
+        };
+        let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(1024).0 });
+        let snapshots =
+            Snapshots::new(snapshot, shared.clone(), server.max_concurrent_snapshots, server.snapshot_stall_timeout);
+        let runner = tokio::spawn(star.run());
+        let (stop, stopped) = oneshot::channel();
+        let driver = Driver {
+            pending: Pending::new(config.pending),
+            config,
+            shared: shared.clone(),
+            ha: ha.clone(),
+            star: handle.clone(),
+            publisher,
+            collector,
+            snapshots,
+            role: start,
+            was_passive: false,
+            follower: None,
+            stats: HaStats::default(),
+            peer_synced: false,
+            welcome: BTreeSet::new(),
+        };
+        let task = tokio::spawn(driver.run(notices, runner, pub_events, stopped));
+        tracing::info!(%address, side = %handle.status().side, "CHP pair server listening");
+        Ok(HaServer { address, shared, ha, star: handle, stop: Some(stop), task: Some(task) })
+    }
+
+    /// Where clients connect: `tcp://host:P`.
+    pub fn address(&self) -> &ServerAddress {
+        &self.address
+    }
+
+    /// The state and counters now.
+    pub fn status(&self) -> HaStatus {
+        self.ha.status.borrow().clone()
+    }
+
+    /// PRIMARY/BACKUP while starting, then ACTIVE or PASSIVE.
+    pub fn state(&self) -> State {
+        self.ha.status.borrow().state
+    }
+
+    /// A watch on the [`HaStatus`] (woken when anything in it changes).
+    pub fn watch(&self) -> watch::Receiver<HaStatus> {
+        self.ha.status.subscribe()
+    }
+
+    /// Waits until `pred` holds (returns that status) or the server stops (`None`). Not bounded.
+    pub async fn wait_for(&self, mut pred: impl FnMut(&HaStatus) -> bool) -> Option<HaStatus> {
+        let mut watch = self.watch();
+        let status = watch.wait_for(|s| pred(s) || !s.running).await.ok()?.clone();
+        pred(&status).then_some(status)
+    }
+
+    /// Events from now on.
+    pub fn events(&self) -> broadcast::Receiver<HaEvent> {
+        self.ha.events.subscribe()
+    }
+
+    /// The Binary Star handle (state, peer liveness, vote counters).
+    pub fn star(&self) -> &bstar::Handle {
+        &self.star
+    }
+
+    /// The sequence of the last update stored.
+    pub fn sequence(&self) -> u64 {
+        self.shared.lock().sequence()
+    }
+
+    /// The current value of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
+        self.shared.lock().get(key).map(Bytes::copy_from_slice)
+    }
+
+    /// Number of keys stored.
+    pub fn len(&self) -> usize {
+        self.shared.lock().len()
+    }
+
+    /// True when no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of the whole map and its sequence.
+    pub fn map(&self) -> (u64, std::collections::BTreeMap<Bytes, Bytes>) {
+        let state = self.shared.lock();
+        let map = state.entries().map(|e| (Bytes::copy_from_slice(e.key), Bytes::copy_from_slice(e.value))).collect();
+        (state.sequence(), map)
+    }
+
+    /// Runs `f` on the state (held locked: keep it short).
+    pub fn with_state<R>(&self, f: impl FnOnce(&ServerState) -> R) -> R {
+        f(&self.shared.lock())
+    }
+
+    /// The CHP counters (updates, expiries, snapshots, HUGZ …).
+    pub fn stats(&self) -> ServerStats {
+        self.shared.stats()
+    }
+
+    /// Stops the server (heartbeats stop, sockets close) and waits for it.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Waits until the server stops: `Err(HaError::Fatal(..))` on dual actives / dual passives.
+    pub async fn wait(mut self) -> Result<(), HaError> {
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for HaServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The passive server's view of the active's publisher.
+struct Follower {
+    sub: Socket,
+    /// The snapshot request's socket (fresh for each request, so a late answer to an abandoned
+    /// one never arrives).
+    dealer: Option<Socket>,
+    phase: Phase,
+}
+
+enum Phase {
+    /// Subscribed; waiting for the first message (proof the subscription is live).
+    Proving,
+    /// PEERSYNC? sent: collecting KVSYNCs, queueing updates.
+    Syncing {
+        requested: Instant,
+        deadline: Instant,
+        /// The snapshot's sequence, from the first KVSYNC.
+        sequence: Option<u64>,
+        entries: Vec<PeerEntry>,
+        queued: Vec<KvMsg>,
+    },
+    /// Applying the active's updates in sequence order.
+    Following,
+}
+
+/// Most collector messages handled per wakeup.
+const BATCH: usize = 256;
+
+struct Driver {
+    config: HaConfig,
+    shared: Arc<Shared>,
+    ha: Arc<HaShared>,
+    star: bstar::Handle,
+    publisher: Socket,
+    collector: Socket,
+    snapshots: Snapshots,
+    pending: Pending,
+    /// Our role as far as the CHP side is concerned (changes when the notice is handled).
+    role: State,
+    was_passive: bool,
+    follower: Option<Follower>,
+    stats: HaStats,
+    peer_synced: bool,
+    welcome: BTreeSet<Instant>,
+}
+
+async fn recv_on(socket: Option<Socket>) -> zmtp::Result<Message> {
+    match socket {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        mut notices: Notices,
+        mut runner: JoinHandle<Result<(), bstar::Error>>,
+        mut pub_events: zmtp::Monitor,
+        mut stopped: oneshot::Receiver<()>,
+    ) -> Result<(), HaError> {
+        let mut next_hugz = Instant::now() + self.config.server.hugz_interval;
+        let mut monitor_open = true;
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut runner_done = None;
+        let result = loop {
+            let expiry = match self.role {
+                State::Active => self.shared.lock().next_expiry().map(Instant::from_std),
+                _ => None,
+            };
+            let hugz_at = self.welcome.first().copied().map_or(next_hugz, |w| w.min(next_hugz));
+            let follow_sub = self.follower.as_ref().map(|f| f.sub.clone());
+            let (follow_dealer, sync_deadline) = match &self.follower {
+                Some(Follower { dealer: Some(d), phase: Phase::Syncing { deadline, .. }, .. }) => {
+                    (Some(d.clone()), Some(*deadline))
+                }
+                _ => (None, None),
+            };
+            tokio::select! {
+                _ = &mut stopped => break Ok(()),
+                notice = notices.recv() => match notice {
+                    Some(notice) => self.on_notice(notice).await,
+                    None => {
+                        // The runner stopped (fatal pair failure or socket error).
+                        let result = (&mut runner).await.unwrap_or(Ok(()));
+                        runner_done = Some(());
+                        break result.map_err(HaError::from);
+                    }
+                },
+                msg = self.collector.recv() => {
+                    let Ok(msg) = msg else { break Ok(()) };
+                    batch.push(msg);
+                    while batch.len() < BATCH {
+                        match self.collector.try_recv() {
+                            Ok(m) => batch.push(m),
+                            Err(_) => break,
+                        }
+                    }
+                    self.collect(&mut batch).await;
+                }
+                msg = recv_on(follow_sub) => match msg {
+                    Ok(msg) => self.on_peer_update(msg),
+                    Err(e) => tracing::warn!(error = %e, "peer subscriber failed"),
+                },
+                msg = recv_on(follow_dealer) => match msg {
+                    Ok(msg) => self.on_peer_snapshot(msg),
+                    Err(e) => tracing::warn!(error = %e, "peer snapshot socket failed"),
+                },
+                _ = sleep_until(sync_deadline) => self.sync_timed_out(),
+                _ = sleep_until(expiry) => {
+                    let mut publish = Vec::new();
+                    self.shared.lock().expire(std::time::Instant::now(), &mut publish);
+                    self.shared.stats.expired.add(publish.len() as u64);
+                    for update in publish {
+                        tracing::debug!(key = %update.key.escape_ascii(), sequence = update.sequence, "expired");
+                        let _ = self.publisher.send(update.to_message()).await;
+                    }
+                }
+                _ = tokio::time::sleep_until(hugz_at) => {
+                    let now = Instant::now();
+                    if next_hugz <= now {
+                        next_hugz = now + self.config.server.hugz_interval;
+                    }
+                    while self.welcome.first().is_some_and(|w| *w <= now) {
+                        self.welcome.pop_first();
+                    }
+                    self.shared.stats.hugz.inc();
+                    let _ = self.publisher.send(hugz_message()).await;
+                    self.pending.forget(now.into_std());
+                }
+                event = pub_events.next_event(), if monitor_open => match event {
+                    Some(MonitorEvent::HandshakeSucceeded { .. }) => {
+                        let now = Instant::now();
+                        if self.welcome.len() < 64 {
+                            self.welcome.extend(WELCOME_HUGZ.iter().map(|d| now + *d));
+                        }
+                    }
+                    Some(_) => {}
+                    None => monitor_open = false,
+                },
+            }
+            self.update_status(true, None);
+        };
+        self.star.stop();
+        if runner_done.is_none() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), runner).await;
+        }
+        let fatal = match &result {
+            Err(HaError::Fatal(e)) => Some(e.to_string()),
+            _ => None,
+        };
+        if let Some(why) = &fatal {
+            tracing::error!("pair failure, stopping: {why}");
+        }
+        if let Some(f) = self.follower.take() {
+            f.close();
+        }
+        for s in [self.publisher.clone(), self.collector.clone()] {
+            s.close().await;
+        }
+        self.update_status(false, fatal.clone());
+        let _ = self.ha.events.send(HaEvent::Stopped(fatal));
+        tracing::info!("CHP pair server stopped");
+        result
+    }
+
+    fn update_status(&self, running: bool, fatal: Option<String>) {
+        let (sequence, keys) = {
+            let state = self.shared.lock();
+            (state.sequence(), state.len())
+        };
+        let star = self.star.status();
+        let mut stats = self.stats;
+        stats.pending = self.pending.stats();
+        let pending = self.pending.len();
+        let (role, peer_synced) = (self.role, self.peer_synced);
+        self.ha.status.send_if_modified(|s| {
+            let next = HaStatus {
+                side: s.side,
+                state: role,
+                peer: star.peer,
+                peer_state: star.peer_state,
+                peer_synced,
+                sequence,
+                keys,
+                pending,
+                stats,
+                running,
+                fatal: fatal.or_else(|| s.fatal.clone()),
+            };
+            if *s == next {
+                return false;
+            }
+            *s = next;
+            true
+        });
+    }
+
+    fn emit(&self, event: HaEvent) {
+        let _ = self.ha.events.send(event);
+    }
+
+    async fn on_notice(&mut self, notice: Notice) {
+        match notice {
+            Notice::BecameActive => self.promote().await,
+            Notice::BecamePassive => self.become_passive(),
+            Notice::Request(msg) => self.snapshots.request(msg),
+            Notice::PeerAlive(state) => self.emit(HaEvent::PeerAlive(state)),
+            Notice::PeerSilent => {
+                if self.role == State::Passive {
+                    tracing::warn!("the active peer is silent; waiting for a client to vote");
+                }
+                self.emit(HaEvent::PeerSilent)
+            }
+            _ => {}
+        }
+    }
+
+    fn become_passive(&mut self) {
+        tracing::info!(peer = %self.config.peer, "passive: following the active");
+        self.role = State::Passive;
+        self.was_passive = true;
+        self.peer_synced = false;
+        self.shared.lock().clear();
+        if let Some(old) = self.follower.take() {
+            old.close();
+        }
+        let sub = Socket::new(SocketType::Sub);
+        sub.set_linger(Some(Duration::ZERO));
+        sub.set_rcvhwm(self.config.server.queue_limit);
+        sub.set_reconnect_ivl(Some(self.config.heartbeat.min(Duration::from_millis(100))));
+        sub.subscribe("").expect("SUB socket");
+        let endpoint = self.config.peer.publisher();
+        // `connect` only starts the background connect; it does not wait for the peer.
+        let connecting = sub.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connecting.connect(&endpoint).await {
+                tracing::error!(endpoint, error = %e, "cannot follow the peer");
+            }
+        });
+        self.follower = Some(Follower { sub, dealer: None, phase: Phase::Proving });
+        self.emit(HaEvent::BecamePassive);
+    }
+
+    /// Sends PEERSYNC? on a fresh socket; `queued` are updates already received.
+    fn request_snapshot(&mut self, queued: Vec<KvMsg>) {
+        let Some(follower) = self.follower.as_mut() else { return };
+        if self.star.peer_state() != Some(State::Active) {
+            // Only the active has a map to give (and only its vote is safe to ask for).
+            follower.phase = Phase::Proving;
+            return;
+        }
+        if let Some(old) = follower.dealer.take() {
+            tokio::spawn(old.close());
+        }
+        let dealer = Socket::new(SocketType::Dealer);
+        dealer.set_linger(Some(Duration::ZERO));
+        dealer.set_rcvhwm(self.config.server.queue_limit);
+        let timeout = self.config.peer_sync_timeout;
+        let endpoint = self.config.peer.snapshot();
+        let sending = dealer.clone();
+        // DEALER waits for a connected peer to send: never in the event loop.
+        tokio::spawn(async move {
+            let send = async {
+                sending.connect(&endpoint).await?;
+                sending.send(Message::single(Bytes::from_static(PEERSYNC.as_bytes()))).await
+            };
+            match tokio::time::timeout(timeout, send).await {
+                Ok(Ok(())) => tracing::debug!(endpoint, "PEERSYNC? sent"),
+                Ok(Err(e)) => tracing::warn!(endpoint, error = %e, "cannot ask the peer for a snapshot"),
+                Err(_) => tracing::warn!(endpoint, "the peer's snapshot port is not reachable"),
+            }
+        });
+        let now = Instant::now();
+        follower.dealer = Some(dealer);
+        follower.phase =
+            Phase::Syncing { requested: now, deadline: now + timeout, sequence: None, entries: Vec::new(), queued };
+    }
+
+    fn sync_timed_out(&mut self) {
+        let Some(follower) = self.follower.as_mut() else { return };
+        if let Some(dealer) = follower.dealer.take() {
+            tokio::spawn(dealer.close());
+        }
+        follower.phase = Phase::Proving;
+        self.stats.peer_sync_timeouts += 1;
+        tracing::warn!(
+            peer = %self.config.peer,
+            timeout = ?self.config.peer_sync_timeout,
+            "no progress on the peer's snapshot; asking again"
+        );
+    }
+
+    /// A message from the active's publisher.
+    fn on_peer_update(&mut self, msg: Message) {
+        let now = Instant::now();
+        let update = match Update::parse(msg.frames()) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!(error = %e, "dropped bad message from the active");
+                return;
+            }
+        };
+        self.pending.prune(now.into_std());
+        let Some(follower) = self.follower.as_mut() else { return };
+        match (&mut follower.phase, update) {
+            (Phase::Proving, update) => {
+                let queued = match update {
+                    Update::KvPub(m) => vec![m],
+                    Update::Hugz => Vec::new(),
+                };
+                self.request_snapshot(queued);
+            }
+            (Phase::Syncing { queued, .. }, Update::KvPub(m)) => queued.push(m),
+            (Phase::Following, Update::KvPub(m)) => self.follow(m, now),
+            (_, Update::Hugz) => {}
+        }
+    }
+
+    /// Applies one update of the active (following).
+    fn follow(&mut self, msg: KvMsg, now: Instant) {
+        let outcome = self.shared.lock().follow(&msg, now.into_std());
+        match outcome {
+            Followed::Applied | Followed::Stale => {
+                self.pending.published(&msg, now.into_std());
+            }
+            Followed::Gap { expected, got } => {
+                self.stats.gaps += 1;
+                tracing::warn!(expected, got, "updates from the active were lost; re-syncing");
+                self.peer_synced = false;
+                self.request_snapshot(vec![msg]);
+            }
+        }
+    }
+
+    /// A message on the snapshot request's socket.
+    fn on_peer_snapshot(&mut self, msg: Message) {
+        let now = Instant::now();
+        let kv = match KvMsg::parse(msg.frames()) {
+            Ok(kv) => kv,
+            Err(e) => {
+                tracing::warn!(error = %e, "dropped bad snapshot message from the peer");
+                return;
+            }
+        };
+        let Some(Follower { phase: Phase::Syncing { deadline, sequence, entries, .. }, .. }) = self.follower.as_mut()
+        else {
+            return;
+        };
+        *deadline = now + self.config.peer_sync_timeout;
+        if kv.key != KTHXBAI.as_bytes() {
+            sequence.get_or_insert(kv.sequence);
+            let ttl = kv.properties.get("ttl").and_then(|t| parse_ttl(t).ok().flatten());
+            if !kv.body.is_empty() {
+                entries.push(PeerEntry { key: kv.key, value: kv.body, ttl });
+            }
+            return;
+        }
+        let follower = self.follower.as_mut().expect("matched above");
+        let Phase::Syncing { requested, entries, queued, .. } =
+            std::mem::replace(&mut follower.phase, Phase::Following)
+        else {
+            unreachable!("matched above")
+        };
+        if let Some(dealer) = follower.dealer.take() {
+            tokio::spawn(dealer.close());
+        }
+        let snapshot_sequence = kv.sequence;
+        let keys = entries.len();
+        self.shared.lock().load(entries, snapshot_sequence, now.into_std());
+        // What the client sent us before we asked is in the snapshot, or the active never had it.
+        self.pending.discard_before(requested.into_std());
+        self.peer_synced = true;
+        self.stats.peer_syncs += 1;
+        tracing::info!(sequence = snapshot_sequence, keys, queued = queued.len(), "holding a copy of the active's map");
+        self.emit(HaEvent::PeerSynced { sequence: snapshot_sequence, keys });
+        for m in queued {
+            if m.sequence <= snapshot_sequence {
+                // In the snapshot already; still its publication.
+                self.pending.published(&m, now.into_std());
+            } else {
+                self.follow(m, now);
+                if !self.peer_synced {
+                    break; // a gap: a new snapshot was requested
+                }
+            }
+        }
+    }
+
+    /// BecameActive: stop following, replay the pending list, then serve.
+    async fn promote(&mut self) {
+        let now = std::time::Instant::now();
+        let mut complete = !self.was_passive || self.peer_synced;
+        if let Some(mut follower) = self.follower.take() {
+            if let Phase::Syncing { sequence, entries, queued, .. } =
+                std::mem::replace(&mut follower.phase, Phase::Following)
+            {
+                // The active died in the middle of our snapshot: keep what arrived.
+                complete = false;
+                let mut state = self.shared.lock();
+                state.overlay(entries, now);
+                if let Some(s) = sequence {
+                    state.advance_sequence(s);
+                }
+                for m in queued {
+                    if m.sequence > state.sequence() {
+                        state.advance_sequence(m.sequence - 1);
+                        state.follow(&m, now);
+                    }
+                }
+            }
+            follower.close();
+        }
+        let replay = self.pending.take_all();
+        let replayed = replay.len();
+        let mut publish = Vec::with_capacity(replayed);
+        let (sequence, keys) = {
+            let mut state = self.shared.lock();
+            for msg in replay {
+                match state.apply(KvSet(msg), now) {
+                    Ok(update) => {
+                        self.pending.record(&update, now);
+                        publish.push(update);
+                    }
+                    Err(e) => {
+                        self.shared.stats.rejected.inc();
+                        tracing::warn!(error = %e, "dropped a pending update at replay");
+                    }
+                }
+            }
+            (state.sequence(), state.len())
+        };
+        self.shared.stats.updates.add(publish.len() as u64);
+        for update in publish {
+            let _ = self.publisher.send(update.to_message()).await;
+        }
+        self.role = State::Active;
+        self.stats.promotions += 1;
+        if complete {
+            tracing::info!(replayed, sequence, keys, "active");
+        } else {
+            tracing::warn!(replayed, sequence, keys, "active before holding a complete copy of the peer's map");
+        }
+        self.emit(HaEvent::BecameActive { replayed, sequence, keys, complete });
+    }
+
+    /// A batch of KVSETs from the collector.
+    async fn collect(&mut self, batch: &mut Vec<Message>) {
+        let now = std::time::Instant::now();
+        let mut publish = Vec::new();
+        {
+            let mut state = self.shared.lock();
+            for msg in batch.drain(..) {
+                let set = match KvSet::parse(msg.frames()) {
+                    Ok(set) => set,
+                    Err(e) => {
+                        self.shared.stats.rejected.inc();
+                        tracing::warn!(error = %e, frames = msg.len(), "dropped bad KVSET");
+                        continue;
+                    }
+                };
+                if let Err(e) = state.check(&set.0) {
+                    self.shared.stats.rejected.inc();
+                    tracing::warn!(error = %e, key = %set.0.key.escape_ascii(), "dropped bad KVSET");
+                    continue;
+                }
+                if self.role != State::Active {
+                    if self.pending.hold(set.0, now) == Held::Queued {
+                        tracing::trace!("update held until the active publishes it");
+                    }
+                    continue;
+                }
+                if self.pending.is_duplicate(&set.0) {
+                    self.stats.duplicates += 1;
+                    tracing::debug!(key = %set.0.key.escape_ascii(), "dropped a KVSET already published");
+                    continue;
+                }
+                match state.apply(set, now) {
+                    Ok(update) => {
+                        self.pending.record(&update, now);
+                        publish.push(update);
+                    }
+                    Err(e) => {
+                        self.shared.stats.rejected.inc();
+                        tracing::warn!(error = %e, "dropped bad KVSET");
+                    }
+                }
+            }
+        }
+        self.shared.stats.updates.add(publish.len() as u64);
+        for update in publish {
+            if self.publisher.send(update.to_message()).await.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+impl Follower {
+    fn close(self) {
+        tokio::spawn(self.sub.close());
+        if let Some(dealer) = self.dealer {
+            tokio::spawn(dealer.close());
+        }
+    }
+}
