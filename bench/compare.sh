@@ -2,6 +2,8 @@
 # Side-by-side perf: zmtp's perf tools vs the same tools on libzmq (Debian libzmq3-dev), back to back on
 # one machine, TCP loopback. Prints each figure and the ratio zmtp/libzmq (for latency, lower is better).
 # Usage: bench/compare.sh [runs]   (default 3 runs per row; the median is reported)
+# This is the quick cross-check with libzmq's own perf-tool semantics in C (bench/libzmq/perf.c); the
+# full side-by-side benchmark of issue 9 (all stacks, all rows, BENCHMARKS.md + plot) is bench/run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}

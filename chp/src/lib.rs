@@ -10,6 +10,7 @@
 //!   the high-availability pair ([`HaServer`], Binary Star + Clone Model Six) in [`server::ha`].
 //! - [`client`]: the client ([`Client`]): an agent task keeping a replica in sync.
 //! - [`store`]: the server's compact ordered store.
+//! - [`security`]: CURVE for servers ([`ServerCurve`]), pairs and clients ([`ClientCurve`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -39,6 +40,7 @@ pub mod address;
 pub mod client;
 pub mod command;
 pub mod kvmsg;
+pub mod security;
 pub mod server;
 pub mod store;
 
@@ -46,5 +48,6 @@ pub use address::ServerAddress;
 pub use client::{Client, ClientError, ClientOptions, Event, Events, GapPolicy, Snapshot, Status};
 pub use command::Subtree;
 pub use kvmsg::KvMsg;
+pub use security::{ClientCurve, ServerCurve};
 pub use server::ha::{HaConfig, HaServer};
 pub use server::{Server, ServerConfig};

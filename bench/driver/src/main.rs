@@ -487,6 +487,11 @@ fn main() {
                 if v.only.is_some_and(|f| !f(row)) || results.unsupported(&row.id, v.name) {
                     continue;
                 }
+                // A cell that hit the time limit is not tried again: it would only cost the limit again.
+                if results.failures(&row.id, v.name).iter().any(|e| e.starts_with("timeout")) {
+                    eprintln!("          run {}/{} {:<22} {:<20} skipped (timed out before)", run + 1, o.runs, row.id, v.name);
+                    continue;
+                }
                 let t = Instant::now();
                 let outcome = runner.run(row, v, run);
                 eprintln!(

@@ -252,7 +252,17 @@ pub fn markdown(
             let f = results.failures(&r.id, v.name);
             if !f.is_empty() {
                 any_fail = true;
-                let _ = writeln!(s, "- ¹ {} / {}: {} of {} runs failed: `{}`", r.id, v.name, f.len(), opts.runs, f[0].replace('`', "'"));
+                let timed_out = f[0].starts_with("timeout");
+                let _ = writeln!(
+                    s,
+                    "- ¹ {} / {}: {} of {} runs failed{}: `{}`",
+                    r.id,
+                    v.name,
+                    f.len(),
+                    opts.runs,
+                    if timed_out { " (a cell that times out is not run again)" } else { "" },
+                    f[0].replace('`', "'")
+                );
             }
             if results.unsupported(&r.id, v.name) {
                 let _ = writeln!(s, "- {} / {}: n/a — the stack has no such transport/socket.", r.id, v.name);

@@ -34,10 +34,10 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     count: u64,
     /// Talk CURVE to servers with this public key (Z85): once for both, or once per --server in order
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key)]
+    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key)]
     curve_serverkey: Vec<[u8; 32]>,
     /// Our CURVE secret key (Z85; default: a fresh key pair for this run)
-    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, requires = "curve_serverkey")]
+    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", value_parser = secret_key, requires = "curve_serverkey")]
     curve_secretkey: Option<KeyPair>,
 }
 

@@ -46,14 +46,14 @@ struct Args {
     verbose: bool,
     /// Use CURVE with this secret key (Z85, from `zmtp keygen`): the frontend and the state PUB are
     /// CURVE servers, the state SUB a CURVE client of the peer
-    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key)]
+    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", value_parser = secret_key)]
     curve_server: Option<KeyPair>,
     /// The peer's CURVE public key (Z85) [default: ours, i.e. both servers share one key pair]
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, requires = "curve_server")]
+    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, requires = "curve_server")]
     curve_peer: Option<[u8; 32]>,
     /// Accept only clients with this CURVE public key on the frontend (repeatable; default: any
     /// client that knows our public key)
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, requires = "curve_server")]
+    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, requires = "curve_server")]
     curve_allow: Vec<[u8; 32]>,
 }
 

@@ -8,7 +8,13 @@
 //! chp get KEY | chp del KEY              --server tcp://host:5556
 //! chp dump [--subtree /a/]               --server tcp://host:5556
 //! chp watch [--subtree /a/]              --server tcp://host:5556
+//! chp keygen
 //! ```
+//!
+//! Over CURVE (`chp keygen` prints a key pair): `chp server --curve-server SECRET [--curve-allow
+//! PUBLIC]... [--curve-peer PUBLIC]`, and the client commands with `--curve-serverkey PUBLIC
+//! [--curve-secretkey SECRET]` (`--curve-serverkey` once for all servers, or once per `--server`,
+//! in the same order).
 //!
 //! Output lines: `KEY=VALUE` per entry (dump, and watch's snapshot), in key order, with
 //! non-printable bytes escaped (`\n`, `\xff`) and `=` in keys written `\x3d`; then, for watch,
@@ -29,8 +35,11 @@ use std::time::Duration;
 use bstar::Side;
 use chp::server::ha::{HaConfig, HaEvent, HaServer};
 use chp::server::pending::PendingConfig;
-use chp::{Client, ClientOptions, Event, Server, ServerAddress, ServerConfig, Status, Subtree};
+use chp::{
+    Client, ClientCurve, ClientOptions, Event, Server, ServerAddress, ServerConfig, ServerCurve, Status, Subtree,
+};
 use clap::{Args, Parser, Subcommand};
+use zmtp::security::{KeyPair, decode_key};
 
 #[derive(Parser)]
 #[command(name = "chp", version, about = "Clustered Hashmap Protocol (ZeroMQ 12/CHP) server and client")]
@@ -59,6 +68,8 @@ enum Cmd {
         max_value: usize,
         #[command(flatten)]
         pair: Pair,
+        #[command(flatten)]
+        security: ServerSecurity,
     },
     /// Set KEY to VALUE and wait until the server has published it.
     Set {
@@ -102,6 +113,47 @@ enum Cmd {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Print a new CURVE key pair ("public: …", "secret: …", Z85).
+    Keygen,
+}
+
+/// A server's security.
+#[derive(Args)]
+struct ServerSecurity {
+    /// Be a CURVE server with this secret key (Z85, from `chp keygen`) on every socket (and, for a
+    /// pair, on the Binary Star voter and state link); clients need its public key
+    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, allow_hyphen_values = true)]
+    curve_server: Option<KeyPair>,
+    /// Accept only clients with this CURVE public key (repeatable; default: any that knows the
+    /// server key). A pair's peer is always accepted
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, allow_hyphen_values = true, requires = "curve_server")]
+    curve_allow: Vec<[u8; 32]>,
+    /// Pair: the peer's CURVE public key (default: ours, the two servers sharing one key pair)
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, allow_hyphen_values = true, requires = "curve_server")]
+    curve_peer: Option<[u8; 32]>,
+}
+
+impl ServerSecurity {
+    fn curve(&self, pair: bool) -> Fallible<Option<ServerCurve>> {
+        if self.curve_peer.is_some() && !pair {
+            return Err("--curve-peer needs --primary or --backup".into());
+        }
+        Ok(self.curve_server.as_ref().map(|keys| {
+            let mut curve = ServerCurve::new(keys.clone());
+            curve.clients = self.curve_allow.clone();
+            curve.peer = self.curve_peer;
+            curve
+        }))
+    }
+}
+
+// Key arguments take `allow_hyphen_values`: a Z85 key may begin with `-` (about 1 key in 85).
+fn public_key(text: &str) -> Result<[u8; 32], String> {
+    decode_key(text).map_err(|e| format!("{e} (a key is 40 Z85 characters, see chp keygen)"))
+}
+
+fn secret_key(text: &str) -> Result<KeyPair, String> {
+    public_key(text).map(KeyPair::from_secret_bytes)
 }
 
 #[derive(Args)]
@@ -161,6 +213,14 @@ struct Conn {
     /// Seconds without a message (HUGZ) after which a server counts as lost.
     #[arg(long, default_value_t = 5.0)]
     server_ttl: f64,
+    /// Be a CURVE client of the server with this public key (Z85: the public half of its
+    /// --curve-server secret). Once for all servers, or once per --server in the same order
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, allow_hyphen_values = true)]
+    curve_serverkey: Vec<[u8; 32]>,
+    /// Our CURVE secret key (Z85; default: a fresh key pair for this run); needed when the server
+    /// accepts only listed keys (--curve-allow)
+    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, allow_hyphen_values = true, requires = "curve_serverkey")]
+    curve_secretkey: Option<KeyPair>,
 }
 
 type Fallible<T = ()> = Result<T, String>;
@@ -168,7 +228,9 @@ type Fallible<T = ()> = Result<T, String>;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_level = if matches!(cli.command, Cmd::Server { .. }) { "info" } else { "warn" };
+    // Client commands report connection problems themselves (a refused handshake, say), so
+    // zmtp's own connection warnings would only repeat them.
+    let default_level = if matches!(cli.command, Cmd::Server { .. }) { "info" } else { "warn,zmtp=error" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -184,9 +246,10 @@ async fn main() -> ExitCode {
 
 async fn run(cmd: Cmd) -> Fallible<ExitCode> {
     match cmd {
-        Cmd::Server { port, bind, hugz_ms, max_value, pair } => {
+        Cmd::Server { port, bind, hugz_ms, max_value, pair, security } => {
+            let curve = security.curve(pair.side().is_some())?;
             if let Some(side) = pair.side() {
-                return pair_server(side, port, bind, hugz_ms, max_value, pair).await;
+                return pair_server(side, port, bind, hugz_ms, max_value, pair, curve).await;
             }
             if pair.given() {
                 return Err("--state, --peer-state and --peer need --primary or --backup".into());
@@ -196,15 +259,17 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
                 port: port.unwrap_or(5556),
                 hugz_interval: Duration::from_millis(hugz_ms.max(1)),
                 max_value_len: max_value,
+                curve: curve.clone(),
                 ..ServerConfig::default()
             };
             let server = Server::bind(config).await.map_err(|e| e.to_string())?;
             let a = server.address();
             println!(
-                "listening on {a} (snapshot {}, publisher {}, collector {})",
+                "listening on {a} (snapshot {}, publisher {}, collector {}{})",
                 a.port(),
                 a.port() + 1,
-                a.port() + 2
+                a.port() + 2,
+                curve_note(curve.as_ref())
             );
             std::io::stdout().flush().map_err(|e| e.to_string())?;
             server.wait().await;
@@ -251,6 +316,20 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Watch { subtree, conn } => watch(parse_subtree(&subtree)?, conn).await,
+        Cmd::Keygen => {
+            let keys = KeyPair::generate();
+            println!("public: {}\nsecret: {}", keys.public_z85(), keys.secret_z85());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `; CURVE, public key …` for the `listening on` line.
+fn curve_note(curve: Option<&ServerCurve>) -> String {
+    match curve {
+        Some(c) if c.clients.is_empty() => format!("; CURVE, public key {}", c.public_z85()),
+        Some(c) => format!("; CURVE, public key {}, {} client keys allowed", c.public_z85(), c.clients.len()),
+        None => String::new(),
     }
 }
 
@@ -270,7 +349,27 @@ impl Conn {
             .ok()
             .filter(|t| !t.is_zero())
             .ok_or_else(|| format!("invalid --server-ttl {}", self.server_ttl))?;
-        let options = ClientOptions::for_servers(servers).server_ttl(server_ttl);
+        let curve = match self.curve_serverkey.as_slice() {
+            [] => None,
+            [key] => Some(ClientCurve::new(*key)),
+            keys if keys.len() == servers.len() => {
+                Some(ClientCurve::per_server(servers.iter().cloned().zip(keys.iter().copied())))
+            }
+            keys => {
+                return Err(format!(
+                    "--curve-serverkey given {} times for {} servers: give it once, or once per --server",
+                    keys.len(),
+                    servers.len()
+                ));
+            }
+        };
+        let mut options = ClientOptions::for_servers(servers).server_ttl(server_ttl);
+        if let Some(mut curve) = curve {
+            if let Some(keys) = &self.curve_secretkey {
+                curve = curve.keys(keys.clone());
+            }
+            options = options.curve(curve);
+        }
         Ok(options.subtree(subtree).set_timing(Duration::from_millis(500), timeout))
     }
 
@@ -340,6 +439,7 @@ async fn pair_server(
     hugz_ms: u64,
     max_value: usize,
     pair: Pair,
+    curve: Option<ServerCurve>,
 ) -> Fallible<ExitCode> {
     let (default_port, state, peer_state, peer) = match side {
         Side::Primary => (5556, "tcp://*:5003", "tcp://localhost:5004", "tcp://localhost:5566"),
@@ -361,11 +461,13 @@ async fn pair_server(
     config.pending =
         PendingConfig { window: Duration::from_millis(pair.pending_window_ms), ..PendingConfig::default() };
     config.peer_sync_timeout = Duration::from_millis(pair.peer_sync_timeout_ms.max(1));
+    let note = curve_note(curve.as_ref());
+    config.server.curve = curve;
     let server = HaServer::bind(config).await.map_err(|e| e.to_string())?;
     let mut events = server.events();
     let a = server.address();
     say(format!(
-        "listening on {a} (snapshot {}, publisher {}, collector {}; {side}, state {state}, peer state {peer_state}, peer {peer}, heartbeat {} ms)",
+        "listening on {a} (snapshot {}, publisher {}, collector {}; {side}, state {state}, peer state {peer_state}, peer {peer}, heartbeat {} ms{note})",
         a.port(),
         a.port() + 1,
         a.port() + 2,

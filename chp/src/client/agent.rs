@@ -5,18 +5,22 @@
 //! (silence, dropped connection, sequence regression), a re-sync is needed (gap), the client fails
 //! (gap under [`GapPolicy::Fail`]) or closes. After a loss the next attempt goes to the next server
 //! in the list: the list-and-cursor design is what a failover pair (Binary Star) plugs into. The
-//! single PUB socket for KVSETs stays connected to every server's collector, as 12/CHP's reliable
-//! mode wants (every server hears every update).
+//! PUB socket for KVSETs stays connected to every server's collector, as 12/CHP's reliable mode
+//! wants (every server hears every update); over CURVE with a different key per server there is
+//! one such PUB per server key (a socket's options, the server key included, apply to all its
+//! connections).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::SelectAll;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
-use zmtp::{Message, Monitor, MonitorEvent, Socket, SocketType};
+use zmtp::{ConnectionError, Message, Monitor, MonitorEvent, Socket, SocketType};
 
 use super::replica::Outcome;
 use super::{ClientError, ClientOptions, Command, Event, GapPolicy, Shared, Status};
@@ -34,6 +38,8 @@ enum End {
     Closed,
     /// Move on to the next server.
     Lost(String),
+    /// The server refused the handshake (security): move on to the next server.
+    Refused(String),
     /// Start over with the same server.
     Resync(String),
     /// Stop for good.
@@ -64,9 +70,13 @@ pub(super) struct Agent {
     commands: mpsc::Receiver<Command>,
     commands_open: bool,
     close: watch::Receiver<bool>,
-    publisher: Socket,
-    pub_events: Monitor,
+    /// PUB sockets for KVSETs: one per distinct server key (one in all, without CURVE or with one
+    /// key for every server), each with the indices of the servers whose collector it connects to.
+    publishers: Vec<(Socket, Vec<usize>)>,
+    pub_events: SelectAll<Monitor>,
     pub_events_open: bool,
+    /// Servers that refused the handshake since the last sync.
+    refused: HashSet<usize>,
     /// Collector endpoints our PUB has a live connection to.
     collectors_up: HashSet<String>,
     pending: HashMap<Uuid, PendingSet>,
@@ -91,10 +101,28 @@ impl Agent {
         commands: mpsc::Receiver<Command>,
         close: watch::Receiver<bool>,
     ) -> Agent {
-        let publisher = Socket::new(SocketType::Pub);
-        publisher.set_linger(Some(PUBLISHER_LINGER));
-        publisher.set_sndhwm(options.queue_limit);
-        let pub_events = publisher.monitor();
+        let mut groups: Vec<(Option<[u8; 32]>, Vec<usize>)> = Vec::new();
+        for (i, server) in options.servers.iter().enumerate() {
+            let key = options.curve.as_ref().and_then(|c| c.key_of(server));
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((key, vec![i])),
+            }
+        }
+        let mut pub_events = SelectAll::new();
+        let publishers = groups
+            .into_iter()
+            .map(|(_, members)| {
+                let publisher = Socket::new(SocketType::Pub);
+                publisher.set_linger(Some(PUBLISHER_LINGER));
+                publisher.set_sndhwm(options.queue_limit);
+                if let Some(curve) = &options.curve {
+                    curve.apply(&publisher, &options.servers[members[0]]);
+                }
+                pub_events.push(publisher.monitor());
+                (publisher, members)
+            })
+            .collect();
         Agent {
             options,
             shared,
@@ -103,9 +131,10 @@ impl Agent {
             commands,
             commands_open: true,
             close,
-            publisher,
+            publishers,
             pub_events,
             pub_events_open: true,
+            refused: HashSet::new(),
             collectors_up: HashSet::new(),
             pending: HashMap::new(),
             next_set_check: None,
@@ -117,9 +146,11 @@ impl Agent {
     }
 
     pub(super) async fn run(mut self) {
-        for server in &self.options.servers {
-            if let Err(e) = self.publisher.connect(&server.collector()).await {
-                tracing::error!(server = %server, error = %e, "cannot connect to collector");
+        for (publisher, members) in &self.publishers {
+            for server in members.iter().map(|i| &self.options.servers[*i]) {
+                if let Err(e) = publisher.connect(&server.collector()).await {
+                    tracing::error!(server = %server, error = %e, "cannot connect to collector");
+                }
             }
         }
         let failure = loop {
@@ -133,6 +164,24 @@ impl Agent {
                     }
                     self.emit(Event::ServerLost { server, reason });
                     self.current = (self.current + 1) % self.options.servers.len();
+                }
+                End::Refused(reason) => {
+                    // Reported through the event and, once every server refused, the status
+                    // (the application's error): logged at info only.
+                    tracing::info!(server = %server, "server refused us: {reason}");
+                    if self.lost.is_none() && self.synced_before {
+                        self.lost = Some((server.clone(), self.last_message.unwrap_or_else(Instant::now)));
+                    }
+                    self.emit(Event::ServerLost { server, reason: format!("refused: {reason}") });
+                    self.refused.insert(self.current);
+                    let n = self.options.servers.len();
+                    if self.refused.len() == n {
+                        let by = if n == 1 { "the server" } else { "every server" };
+                        let why = format!("refused by {by}: {reason}");
+                        tracing::info!("client failed: {why}");
+                        break Some(why);
+                    }
+                    self.current = (self.current + 1) % n;
                 }
                 End::Resync(reason) => tracing::info!(server = %server, "re-syncing: {reason}"),
                 End::Failed(reason) => {
@@ -152,7 +201,9 @@ impl Agent {
             Some(why) => Status::Failed(why),
             None => Status::Closed,
         });
-        self.publisher.close().await;
+        for (publisher, _) in std::mem::take(&mut self.publishers) {
+            publisher.close().await;
+        }
     }
 
     fn emit(&self, event: Event) {
@@ -172,9 +223,16 @@ impl Agent {
         for s in [&sub, &dealer] {
             s.set_linger(Some(Duration::ZERO));
             s.set_rcvhwm(self.options.queue_limit);
+            if let Some(curve) = &self.options.curve {
+                curve.apply(s, server);
+            }
         }
         let mut sub_events = sub.monitor();
         let mut sub_events_open = true;
+        let mut dealer_events = dealer.monitor();
+        let mut dealer_events_open = true;
+        // Connections the server closed during the handshake, this attempt (subscriber, dealer).
+        let (mut sub_closed, mut dealer_closed) = (0, 0);
         sub.subscribe(subtree.as_bytes()).expect("SUB socket");
         // A subtree client also needs HUGZ; that subscription is added once connected, so it travels
         // after the subtree's: the first HUGZ then proves both are live at the server.
@@ -262,10 +320,24 @@ impl Agent {
                     Some(MonitorEvent::Disconnected { error, .. }) => {
                         break End::Lost(format!("connection to {} dropped: {error}", server.publisher()));
                     }
+                    Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
+                        if let Some(end) = self.refusal(&endpoint, &error, &mut sub_closed) {
+                            break end;
+                        }
+                    }
                     Some(_) => {}
                     None => sub_events_open = false,
                 },
-                event = self.pub_events.next_event(), if self.pub_events_open => match event {
+                event = dealer_events.next_event(), if dealer_events_open => match event {
+                    Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
+                        if let Some(end) = self.refusal(&endpoint, &error, &mut dealer_closed) {
+                            break end;
+                        }
+                    }
+                    Some(_) => {}
+                    None => dealer_events_open = false,
+                },
+                event = self.pub_events.next(), if self.pub_events_open => match event {
                     Some(MonitorEvent::HandshakeSucceeded { endpoint, .. }) => {
                         self.collectors_up.insert(endpoint);
                         if active {
@@ -274,6 +346,10 @@ impl Agent {
                     }
                     Some(MonitorEvent::Disconnected { endpoint, .. }) => {
                         self.collectors_up.remove(&endpoint);
+                    }
+                    Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
+                        // The subscriber and snapshot sockets report it (same server, same keys).
+                        tracing::debug!(endpoint, %error, "handshake with the collector failed");
                     }
                     Some(_) => {}
                     None => self.pub_events_open = false,
@@ -292,6 +368,39 @@ impl Agent {
         sub.close().await;
         dealer.close().await;
         end
+    }
+
+    /// A failed handshake on the subscriber or snapshot socket: the end of the attempt when it is
+    /// a refusal (a protocol error, such as failed authentication or a security mechanism
+    /// mismatch, at once; the server closing the connection mid-handshake, as a CURVE server does
+    /// with a HELLO it cannot decrypt, the second time on the same socket — the server accepted
+    /// the reconnection, so it is up and closing on purpose, not going down).
+    fn refusal(&self, endpoint: &str, error: &ConnectionError, closed_in_handshake: &mut u32) -> Option<End> {
+        let curve = self.options.curve.is_some();
+        let hint = match error {
+            ConnectionError::SocketClosed | ConnectionError::HandshakeTimeout => return None,
+            ConnectionError::PeerClosed | ConnectionError::Io(_) => {
+                *closed_in_handshake += 1;
+                if *closed_in_handshake < 2 {
+                    tracing::debug!(endpoint, %error, "connection closed during the handshake");
+                    return None;
+                }
+                if curve {
+                    "the server closed the connection during the CURVE handshake: wrong server public key?"
+                } else {
+                    "the server closed the connection during the handshake: does it require CURVE?"
+                }
+            }
+            ConnectionError::Greeting(zmtp::wire::GreetingError::MechanismMismatch { .. }) => {
+                "security mechanisms differ: CURVE on one side only?"
+            }
+            ConnectionError::Handshake(
+                zmtp::wire::HandshakeError::PeerError(_) | zmtp::wire::HandshakeError::AuthFailed { .. },
+            ) => "authentication failed: is this client's public key on the server's allow list?",
+            e if e.is_protocol() => "handshake failed",
+            _ => return None,
+        };
+        Some(End::Refused(format!("{endpoint}: {error} ({hint})")))
     }
 
     /// A message on the subscriber socket.
@@ -393,6 +502,7 @@ impl Agent {
                     self.confirm_from_snapshot(end.sequence);
                 }
                 self.synced_before = true;
+                self.refused.clear();
                 self.status.send_replace(Status::Active(server.clone()));
                 self.flush_sets(server);
                 None
@@ -489,7 +599,10 @@ impl Agent {
             tracing::debug!(key = %p.msg.key.escape_ascii(), "no echo yet: retransmitting KVSET");
         }
         // PUB never blocks (it drops at the HWM); the retransmit covers a drop.
-        let _ = self.publisher.try_send(p.msg.to_message());
+        let msg = p.msg.to_message();
+        for (publisher, _) in &self.publishers {
+            let _ = publisher.try_send(msg.clone());
+        }
         p.sent = Some(now);
         if !self.options.subtree.contains(&p.msg.key) {
             let p = self.pending.remove(&uuid).expect("present");

@@ -14,6 +14,8 @@
 //!    restarted server: it re-syncs. Silence (no HUGZ) for [`ClientOptions::server_ttl`], or a
 //!    dropped connection, means the server is lost: it starts over with the next server in
 //!    [`ClientOptions::servers`] (with fresh sockets, so nothing stale from the old one arrives).
+//!    A refused handshake (a wrong CURVE key, say) counts as a loss too, and once every server
+//!    refused the client fails (see [`ClientOptions::curve`]).
 //!
 //! Every KVSET carries a fresh UUID. [`Client::set`] waits until the server has republished the
 //! update (matched by UUID), retransmitting the same KVSET if no echo arrives, so a returned `set`
@@ -57,6 +59,7 @@ use self::replica::Replica;
 use crate::address::{AddressError, ServerAddress};
 use crate::command::{Subtree, is_reserved_key};
 use crate::kvmsg::{KvMsg, check_key};
+use crate::security::ClientCurve;
 
 /// What to do when a whole-map client detects a skipped sequence (lost updates).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,6 +92,18 @@ pub struct ClientOptions {
     pub event_capacity: usize,
     /// Socket queue limit (subscriber receive, publisher send), in messages. Default 100 000.
     pub queue_limit: usize,
+    /// CURVE (see [`ClientCurve`]): every socket to a server is a CURVE client of it. `None` (the
+    /// default): no security.
+    ///
+    /// A server that refuses the handshake (with or without CURVE) — authentication failed (this
+    /// client's key is not on its allow list), CURVE on one side only, another protocol error
+    /// during the handshake (not a ZMTP server, a wrong socket type), or the server closing the
+    /// connection during the handshake twice in a row on one socket (a CURVE server that cannot
+    /// decrypt our HELLO: a wrong server key) — is reported as [`Event::ServerLost`] with reason
+    /// `refused: …`, and the next server is tried; once every server of the list has refused
+    /// since the last sync, the client fails ([`Status::Failed`]: `refused by the server: …` or
+    /// `refused by every server: …`), since retrying would not help.
+    pub curve: Option<ClientCurve>,
 }
 
 impl ClientOptions {
@@ -108,6 +123,7 @@ impl ClientOptions {
             set_timeout: Duration::from_secs(10),
             event_capacity: 4096,
             queue_limit: 100_000,
+            curve: None,
         }
     }
 
@@ -129,6 +145,12 @@ impl ClientOptions {
         self
     }
 
+    /// Connects over CURVE.
+    pub fn curve(mut self, curve: ClientCurve) -> Self {
+        self.curve = Some(curve);
+        self
+    }
+
     /// Sets the KVSET retransmit interval and the `set` timeout.
     pub fn set_timing(mut self, retry: Duration, timeout: Duration) -> Self {
         self.set_retry = retry;
@@ -146,6 +168,9 @@ pub enum ClientError {
     /// A bad server address.
     #[error(transparent)]
     Address(#[from] AddressError),
+    /// CURVE is on but the public key of this server is not known (see [`ClientCurve`]).
+    #[error("no CURVE server key for {0}")]
+    NoServerKey(ServerAddress),
     /// The key cannot be set (empty, too long, or reserved).
     #[error("invalid key {key:?}: {reason}")]
     InvalidKey {
@@ -345,6 +370,11 @@ impl Client {
     pub fn start(options: ClientOptions) -> Result<Client, ClientError> {
         if options.servers.is_empty() {
             return Err(ClientError::NoServers);
+        }
+        if let Some(curve) = &options.curve
+            && let Some(server) = options.servers.iter().find(|s| curve.key_of(s).is_none())
+        {
+            return Err(ClientError::NoServerKey(server.clone()));
         }
         let (events_tx, events_rx) = broadcast::channel(options.event_capacity.max(16));
         let shared = Arc::new(Shared { replica: RwLock::default(), events: Mutex::new(events_rx) });

@@ -23,6 +23,10 @@
 //!   snapshot request that caused the failover (Binary Star delivers `BecameActive` before that
 //!   request). A server promoted before its copy of the peer was complete starts from what it has
 //!   (never a missing map), and says so.
+//! - **CURVE** ([`HaConfig::curve`], [`ServerCurve`]): the CHP sockets, the Binary Star voter
+//!   and state link, and the passive's SUB and PEERSYNC? DEALER to the peer (CURVE clients of
+//!   it, with this server's key pair, which the peer admits even when it has a client allow
+//!   list) are all encrypted and authenticated.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), chp::server::ha::HaError> {
@@ -53,6 +57,7 @@ use super::{ServerConfig, ServerError, ServerStats, Shared, Stats, WELCOME_HUGZ,
 use crate::address::ServerAddress;
 use crate::command::{KTHXBAI, KvSet, PEERSYNC, Update, hugz_message};
 use crate::kvmsg::KvMsg;
+use crate::security::ServerCurve;
 use crate::server::{ServerState, parse_ttl};
 
 /// How one server of the pair is set up.
@@ -129,6 +134,14 @@ impl HaConfig {
     /// Sets the HUGZ interval.
     pub fn hugz(mut self, interval: Duration) -> HaConfig {
         self.server.hugz_interval = interval;
+        self
+    }
+
+    /// Runs the server over CURVE ([`ServerCurve`]; set [`ServerCurve::peer`] when the peer has
+    /// its own key pair): its CHP sockets, the Binary Star voter and state link, and the passive
+    /// side's connections to the peer.
+    pub fn curve(mut self, curve: ServerCurve) -> HaConfig {
+        self.server.curve = Some(curve);
         self
     }
 }
@@ -266,9 +279,12 @@ impl HaServer {
             return Err(e.into());
         }
         let port = server.port;
-        let star_config = bstar::Config::new(config.side, &config.state, &config.peer_state)
+        let mut star_config = bstar::Config::new(config.side, &config.state, &config.peer_state)
             .voter(endpoint(port), SocketType::Router)
             .heartbeat(config.heartbeat);
+        if let Some(curve) = &server.curve {
+            star_config = star_config.curve(curve.bstar());
+        }
         let (star, notices) = BinaryStar::bind(star_config).await.map_err(|e| match e {
             bstar::Error::Socket(source) => {
                 HaError::Bind(ServerError::Bind { endpoint: format!("{} or {}", endpoint(port), config.state), source })
@@ -289,6 +305,11 @@ impl HaServer {
         collector.set_rcvhwm(server.queue_limit);
         collector.set_maxmsgsize(Some(server.max_value_len.max(crate::kvmsg::MAX_KEY_LEN) as u64 + 1024));
         collector.subscribe("").expect("SUB socket");
+        if let Some(curve) = &server.curve {
+            // The peer follows our publisher (while passive): admitted even with an allow list.
+            curve.server(&publisher, true);
+            curve.server(&collector, false);
+        }
         let pub_events = publisher.monitor();
         for (socket, offset) in [(&publisher, 1), (&collector, 2)] {
             let at = endpoint(port + offset);
@@ -593,6 +614,7 @@ impl Driver {
                             self.welcome.extend(WELCOME_HUGZ.iter().map(|d| now + *d));
                         }
                     }
+                    Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => super::log_refused(&peer, &error),
                     Some(_) => {}
                     None => monitor_open = false,
                 },
@@ -688,6 +710,25 @@ impl Driver {
         sub.set_rcvhwm(self.config.server.queue_limit);
         sub.set_reconnect_ivl(Some(self.config.heartbeat.min(Duration::from_millis(100))));
         sub.subscribe("").expect("SUB socket");
+        if let Some(curve) = &self.config.server.curve {
+            curve.peer_client(&sub);
+            // A refused handshake leaves the passive without a copy: say why (ends with the socket).
+            let mut events = sub.monitor();
+            tokio::spawn(async move {
+                while let Some(event) = events.next_event().await {
+                    if let MonitorEvent::HandshakeFailed { endpoint, error, .. } = event
+                        && !matches!(*error, zmtp::ConnectionError::SocketClosed)
+                    {
+                        tracing::error!(
+                            endpoint,
+                            %error,
+                            "cannot follow the peer: CURVE handshake failed (is the peer's public key right, and \
+                             does the peer know ours?)"
+                        );
+                    }
+                }
+            });
+        }
         let endpoint = self.config.peer.publisher();
         // `connect` only starts the background connect; it does not wait for the peer.
         let connecting = sub.clone();
@@ -714,6 +755,9 @@ impl Driver {
         let dealer = Socket::new(SocketType::Dealer);
         dealer.set_linger(Some(Duration::ZERO));
         dealer.set_rcvhwm(self.config.server.queue_limit);
+        if let Some(curve) = &self.config.server.curve {
+            curve.peer_client(&dealer);
+        }
         let timeout = self.config.peer_sync_timeout;
         let endpoint = self.config.peer.snapshot();
         let sending = dealer.clone();

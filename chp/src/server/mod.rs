@@ -45,6 +45,7 @@ pub use self::state::{ApplyError, Followed, MAX_TTL, PeerEntry, ServerState, par
 use crate::address::ServerAddress;
 use crate::command::{KvSet, hugz_message};
 use crate::kvmsg::KvMsg;
+use crate::security::ServerCurve;
 
 /// Server settings.
 #[derive(Clone, Debug)]
@@ -66,6 +67,8 @@ pub struct ServerConfig {
     /// Messages queued per subscriber on the publisher, and per client on the collector, before
     /// the publisher drops (a subscriber then sees a sequence gap). Default 100 000.
     pub queue_limit: usize,
+    /// CURVE on the three sockets (see [`ServerCurve`]); `None` (the default): no security.
+    pub curve: Option<ServerCurve>,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +81,7 @@ impl Default for ServerConfig {
             max_concurrent_snapshots: 64,
             snapshot_stall_timeout: Duration::from_secs(10),
             queue_limit: 100_000,
+            curve: None,
         }
     }
 }
@@ -294,6 +298,11 @@ async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor),
         collector.set_rcvhwm(config.queue_limit);
         collector.set_maxmsgsize(Some(config.max_value_len.max(crate::kvmsg::MAX_KEY_LEN) as u64 + 1024));
         collector.subscribe("").expect("SUB socket");
+        if let Some(curve) = &config.curve {
+            for s in [&snapshot, &publisher, &collector] {
+                curve.server(s, false);
+            }
+        }
         let pub_events = publisher.monitor();
 
         let endpoint = bind(config.port);
@@ -401,6 +410,7 @@ async fn run(
                         welcome.extend(WELCOME_HUGZ.iter().map(|d| now + *d));
                     }
                 }
+                Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => log_refused(&peer, &error),
                 Some(_) => {}
                 None => monitor_open = false,
             },
@@ -410,6 +420,13 @@ async fn run(
         s.close().await;
     }
     tracing::info!("CHP server stopped");
+}
+
+/// A subscriber whose handshake failed (wrong server key, key not allowed, no CURVE, …).
+fn log_refused(peer: &str, error: &zmtp::ConnectionError) {
+    if !matches!(error, zmtp::ConnectionError::SocketClosed) {
+        tracing::warn!(peer, %error, "refused a subscriber: handshake failed");
+    }
 }
 
 /// Applies a batch of collector messages under one lock; fills `publish` with the KVPUBs.

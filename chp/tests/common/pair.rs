@@ -32,12 +32,27 @@ pub const SERVER_TTL: Duration = Duration::from_millis(400);
 pub const WINDOW: Duration = Duration::from_millis(1500);
 
 /// Free loopback ports: `triples` runs of P, P+1, P+2, held until all are found, then released.
+///
+/// They are taken below the OS's ephemeral port range when there is room: between their release
+/// and the server binding them, no outgoing connection (of any test) and no `port 0` bind can
+/// take them, as happens with ports the OS hands out.
 pub fn free_ports(triples: usize) -> Vec<u16> {
     let bind = |port: u16| TcpListener::bind(("127.0.0.1", port));
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low.saturating_sub(3));
+    let mut candidates: Box<dyn Iterator<Item = u16>> = if high > low + 1000 {
+        let start = low + rand::random::<u16>() % (high - low);
+        Box::new((start..high).chain(low..start).step_by(3).chain(std::iter::repeat(0)))
+    } else {
+        Box::new(std::iter::repeat(0))
+    };
     let mut held = Vec::new();
     let mut found = Vec::new();
     while found.len() < triples {
-        let a = bind(0).unwrap();
+        let Ok(a) = bind(candidates.next().expect("endless")) else { continue };
         let p = a.local_addr().unwrap().port();
         if p > u16::MAX - 2 {
             continue;

@@ -89,15 +89,15 @@ struct QueueArgs {
 struct ServerSecurityArgs {
     /// Be a CURVE server on both endpoints with this secret key (Z85, from `ppp keygen`); clients
     /// and workers need its public key
-    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, conflicts_with = "plain_server")]
+    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", value_parser = secret_key, conflicts_with = "plain_server")]
     curve_server: Option<KeyPair>,
     /// Accept only clients and workers with this CURVE public key (repeatable; default: any that
     /// knows the server key)
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, requires = "curve_server")]
+    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, requires = "curve_server")]
     curve_allow: Vec<[u8; 32]>,
     /// On the backend, accept only workers with this CURVE public key (repeatable; replaces
     /// --curve-allow there, so a client that knows the server key cannot pose as a worker)
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, requires = "curve_server")]
+    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, requires = "curve_server")]
     curve_allow_worker: Vec<[u8; 32]>,
     /// Be a PLAIN server on both endpoints accepting USER:PASSWORD (repeatable; clear text: trusted
     /// networks only)
@@ -110,11 +110,11 @@ struct ServerSecurityArgs {
 struct ClientSecurityArgs {
     /// Be a CURVE client of the queue with this public key (Z85: the public half of the queue's
     /// --curve-server secret)
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, conflicts_with = "plain_username")]
+    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, conflicts_with = "plain_username")]
     curve_serverkey: Option<[u8; 32]>,
     /// Our CURVE secret key (Z85; default: a fresh key pair for this run); needed when the queue
     /// allows only listed keys
-    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, requires = "curve_serverkey")]
+    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", value_parser = secret_key, requires = "curve_serverkey")]
     curve_secretkey: Option<KeyPair>,
     /// Be a PLAIN client with this user name (needs --plain-password)
     #[arg(long, value_name = "USER", help_heading = "Security", requires = "plain_password")]

@@ -226,19 +226,31 @@ pub struct SocketArgs {
     pub xpub_welcome_msg: Option<String>,
 
     /// Be a CURVE server with this secret key (Z85, from `zmtp keygen`); clients must know its public key
-    #[arg(long, value_name = "SECRET", help_heading = "Security", conflicts_with_all = ["curve_serverkey", "plain_server", "plain_username"])]
+    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", conflicts_with_all = ["curve_serverkey", "plain_server", "plain_username"])]
     pub curve_server: Option<String>,
 
     /// Be a CURVE client of the server with this public key (Z85)
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", conflicts_with_all = ["plain_server", "plain_username"])]
+    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", conflicts_with_all = ["plain_server", "plain_username"])]
     pub curve_serverkey: Option<String>,
 
     /// Our CURVE secret key as a client (Z85; default: a fresh key pair for this run)
-    #[arg(long, value_name = "SECRET", help_heading = "Security", requires = "curve_serverkey")]
+    #[arg(
+        long,
+        value_name = "SECRET",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        requires = "curve_serverkey"
+    )]
     pub curve_secretkey: Option<String>,
 
     /// As a CURVE server, accept only clients with this public key (repeatable; default: any client)
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", requires = "curve_server")]
+    #[arg(
+        long,
+        value_name = "PUBLIC",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        requires = "curve_server"
+    )]
     pub curve_allow: Vec<String>,
 
     /// Be a PLAIN server accepting USER:PASSWORD (repeatable)
