@@ -283,7 +283,7 @@ fn port_of(endpoint: &str) -> Option<u16> {
 }
 
 async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor), ServerError> {
-    const ATTEMPTS: usize = 64;
+    const ATTEMPTS: usize = 256;
     let bind = |port: u16| format!("tcp://{}:{port}", config.bind);
     for _ in 0..ATTEMPTS {
         let snapshot = Socket::new(SocketType::Router);
@@ -305,10 +305,22 @@ async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor),
         }
         let pub_events = publisher.monitor();
 
-        let endpoint = bind(config.port);
-        let bound = snapshot.bind(&endpoint).await.map_err(|source| ServerError::Bind { endpoint, source })?;
-        let port = port_of(&bound).expect("tcp endpoint has a port");
         let fixed = config.port != 0;
+        // Port 0: a random triple below the OS's ephemeral range. An OS-assigned port P comes from the
+        // ephemeral range, where outgoing connections keep taking P+1 and P+2 on a busy machine.
+        let wanted = if fixed { config.port } else { random_low_port() };
+        let endpoint = bind(wanted);
+        let bound = match snapshot.bind(&endpoint).await {
+            Ok(bound) => bound,
+            Err(source) if fixed => return Err(ServerError::Bind { endpoint, source }),
+            Err(_) => {
+                for s in [snapshot, publisher, collector] {
+                    s.close().await;
+                }
+                continue;
+            }
+        };
+        let port = port_of(&bound).expect("tcp endpoint has a port");
         if port > u16::MAX - 2 {
             if fixed {
                 return Err(ServerError::NoFreePorts(config.bind.clone(), 1));
@@ -334,6 +346,17 @@ async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor),
         }
     }
     Err(ServerError::NoFreePorts(config.bind.clone(), ATTEMPTS))
+}
+
+/// A random port P with P..=P+2 below the ephemeral range (read from Linux; 32768 elsewhere).
+fn random_low_port() -> u16 {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse::<u16>().ok()))
+        .unwrap_or(32768);
+    let low = 10_000u16.min(ephemeral_low.saturating_sub(1000));
+    let high = ephemeral_low.saturating_sub(3).max(low + 1);
+    rand::Rng::gen_range(&mut rand::thread_rng(), low..high)
 }
 
 /// Most KVSETs applied per lock of the state.

@@ -1,13 +1,20 @@
 //! The raw TCP baseline of the 64 KiB row: a tokio TCP stream with no framing at all, on a
-//! current-thread runtime. The sender writes `count` buffers of `size` bytes; the receiver reads
-//! `size * count` bytes into a 256 KiB buffer, timed from the first byte, and reports the result as
-//! "messages" of `size` bytes per second so it lines up with the ZeroMQ rows.
+//! current-thread runtime, moving the same bytes as `count` messages of `size` bytes. The sender
+//! writes them `BENCH_RAW_WRITE` bytes at a time (default 1 MiB, i.e. 16 messages of 64 KiB per
+//! write, as a batching writer would; `size` if smaller than that); the receiver reads into a buffer of
+//! the same size, timed from the first byte, and reports "messages" of `size` bytes per second so it
+//! lines up with the ZeroMQ rows.
 
 use std::time::Instant;
 
 use bench_common::{self as common, Cmd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+fn write_size(size: usize) -> usize {
+    let w = std::env::var("BENCH_RAW_WRITE").ok().and_then(|v| v.parse().ok()).unwrap_or(1 << 20);
+    w.max(size)
+}
 
 fn main() {
     let cmd = Cmd::from_env();
@@ -19,7 +26,7 @@ fn main() {
                 common::ready();
                 let (mut s, _) = l.accept().await.unwrap();
                 s.set_nodelay(true).unwrap();
-                let mut buf = vec![0u8; 256 * 1024];
+                let mut buf = vec![0u8; write_size(size)];
                 let total = size * count;
                 let mut got = s.read(&mut buf).await.unwrap();
                 let start = Instant::now();
@@ -33,9 +40,12 @@ fn main() {
             "thr-send" => {
                 let mut s = TcpStream::connect(common::bare_addr(cmd.str(0))).await.unwrap();
                 s.set_nodelay(true).unwrap();
-                let buf = vec![0u8; size];
-                for _ in 0..count {
-                    s.write_all(&buf).await.unwrap();
+                let buf = vec![0u8; write_size(size)];
+                let mut left = size * count;
+                while left > 0 {
+                    let n = left.min(buf.len());
+                    s.write_all(&buf[..n]).await.unwrap();
+                    left -= n;
                 }
                 s.shutdown().await.unwrap();
             }
