@@ -137,6 +137,18 @@ enum Outcome {
 struct Results {
     /// (row id, variant name) -> one outcome per run
     runs: BTreeMap<(String, String), Vec<Outcome>>,
+    notes: Vec<String>,
+    load_start: String,
+    load_end: String,
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 impl Results {
@@ -268,6 +280,10 @@ fn parse_result(line: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
+fn return_value(r: Result<BTreeMap<String, f64>, String>) -> Result<Outcome, String> {
+    r.map(Outcome::Values)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -277,6 +293,55 @@ struct Runner {
     log_dir: PathBuf,
     timeout: Duration,
     seq: usize,
+    /// Memory row: the N a stack falls back to after failing the full N.
+    mem_fallback: BTreeMap<String, usize>,
+    /// Remarks for the report.
+    notes: Vec<String>,
+}
+
+/// One memory measurement: a ROUTER and `procs` DEALER processes holding `n` connections.
+fn mem_once(
+    bin: &Path,
+    env: &[(&str, &str)],
+    ep: &str,
+    n: usize,
+    procs: usize,
+    deadline: Instant,
+    log: &dyn Fn(&str) -> PathBuf,
+) -> Result<BTreeMap<String, f64>, String> {
+    let s = |x: usize| x.to_string();
+    let mut srv = Proc::spawn(bin, &["mem-router".into(), ep.to_string(), s(n)], env, &log("router"), true)
+        .map_err(|e| e.to_string())?;
+    srv.expect("READY", deadline)?;
+    let mut dealers = Vec::new();
+    let mut left = n;
+    for i in 0..procs {
+        let k = left / (procs - i);
+        left -= k;
+        dealers.push(
+            Proc::spawn(bin, &["mem-dealers".into(), ep.to_string(), s(k)], env, &log(&format!("dealers{i}")), true)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let mut dealer_kib = 0.0;
+    for d in &mut dealers {
+        let m = parse_result(&d.expect("RESULT", deadline)?);
+        dealer_kib += m["kib"] - m["base_kib"];
+    }
+    let m = parse_result(&srv.expect("RESULT", deadline)?);
+    let router_kib = m["kib"] - m["base_kib"];
+    let short = Instant::now() + Duration::from_secs(5);
+    for d in &mut dealers {
+        d.finish(short);
+    }
+    srv.finish(short);
+    let nf = n as f64;
+    let mut out = BTreeMap::new();
+    out.insert("router_kib".into(), router_kib / nf);
+    out.insert("dealer_kib".into(), dealer_kib / nf);
+    out.insert("total_kib".into(), (router_kib + dealer_kib) / nf);
+    out.insert("n".into(), nf);
+    Ok(out)
 }
 
 impl Runner {
@@ -355,38 +420,42 @@ impl Runner {
                     Ok(Outcome::Values(m))
                 }
                 Kind::Mem { n, procs } => {
-                    let ep = ep_for(Transport::Tcp, self.seq);
-                    let mut srv = Proc::spawn(&bin, &["mem-router".into(), ep.clone(), s(*n)], &v.env, &log("router"), true)
-                        .map_err(|e| e.to_string())?;
-                    srv.expect("READY", deadline)?;
-                    let mut dealers = Vec::new();
-                    let mut left = *n;
-                    for i in 0..*procs {
-                        let k = left / (procs - i);
-                        left -= k;
-                        dealers.push(
-                            Proc::spawn(&bin, &["mem-dealers".into(), ep.clone(), s(k)], &v.env, &log(&format!("dealers{i}")), true)
-                                .map_err(|e| e.to_string())?,
-                        );
+                    // 10,000 connections where the stack copes. One that does not is tried with N/4 and then
+                    // N/10 (one DEALER process, 45 s each); the N that worked is kept for the later runs.
+                    let attempt = |k: usize, deadline: Instant| {
+                        let ep = ep_for(Transport::Tcp, self.seq);
+                        mem_once(&bin, &v.env, &ep, k, if k == *n { *procs } else { 1 }, deadline, &log)
+                    };
+                    if let Some(&k) = self.mem_fallback.get(v.name) {
+                        return_value(attempt(k, Instant::now() + Duration::from_secs(45)))
+                    } else {
+                        let mut errors = Vec::new();
+                        let mut found = None;
+                        for k in [*n, *n / 4, *n / 10] {
+                            match attempt(k, deadline.min(Instant::now() + Duration::from_secs(45))) {
+                                Ok(m) => {
+                                    found = Some((k, m));
+                                    break;
+                                }
+                                Err(e) => errors.push(format!("N={k}: {e}")),
+                            }
+                        }
+                        match found {
+                            Some((k, m)) => {
+                                if k != *n {
+                                    self.mem_fallback.insert(v.name.to_string(), k);
+                                    self.notes.push(format!(
+                                        "{}: the memory row could not hold N = {n} (run {}: `{}`), so it is measured with N = {k} (one DEALER process).",
+                                        v.name,
+                                        run + 1,
+                                        errors.join("; ").replace('`', "'")
+                                    ));
+                                }
+                                Ok(Outcome::Values(m))
+                            }
+                            None => Err(format!("timeout or failure at every N tried: {}", errors.join("; "))),
+                        }
                     }
-                    let mut dealer_kib = 0.0;
-                    for d in &mut dealers {
-                        let m = parse_result(&d.expect("RESULT", deadline)?);
-                        dealer_kib += m["kib"] - m["base_kib"];
-                    }
-                    let m = parse_result(&srv.expect("RESULT", deadline)?);
-                    let router_kib = m["kib"] - m["base_kib"];
-                    let short = Instant::now() + Duration::from_secs(5);
-                    for d in &mut dealers {
-                        d.finish(short);
-                    }
-                    srv.finish(short);
-                    let nf = *n as f64;
-                    let mut out = BTreeMap::new();
-                    out.insert("router_kib".into(), router_kib / nf);
-                    out.insert("dealer_kib".into(), dealer_kib / nf);
-                    out.insert("total_kib".into(), (router_kib + dealer_kib) / nf);
-                    Ok(Outcome::Values(out))
                 }
             }
         })();
@@ -451,7 +520,7 @@ fn opts() -> Opts {
         }
     }
     if o.runs == 0 {
-        o.runs = if o.quick { 1 } else { 3 };
+        o.runs = if o.quick { 1 } else { 5 };
     }
     if o.mem_n == 0 {
         o.mem_n = if o.quick { 1000 } else { 10_000 };
@@ -478,8 +547,11 @@ fn main() {
         log_dir,
         timeout: Duration::from_secs(if o.quick { 60 } else { 120 }),
         seq: 0,
+        mem_fallback: BTreeMap::new(),
+        notes: Vec::new(),
     };
-    let mut results = Results { runs: BTreeMap::new() };
+    let mut results =
+        Results { runs: BTreeMap::new(), notes: Vec::new(), load_start: loadavg(), load_end: String::new() };
     let started = Instant::now();
     for run in 0..o.runs {
         for row in &rows {
@@ -488,7 +560,7 @@ fn main() {
                     continue;
                 }
                 // A cell that hit the time limit is not tried again: it would only cost the limit again.
-                if results.failures(&row.id, v.name).iter().any(|e| e.starts_with("timeout")) {
+                if results.failures(&row.id, v.name).iter().any(|e| e.contains("timeout")) {
                     eprintln!("          run {}/{} {:<22} {:<20} skipped (timed out before)", run + 1, o.runs, row.id, v.name);
                     continue;
                 }
@@ -516,6 +588,8 @@ fn main() {
         }
     }
     let elapsed = started.elapsed();
+    results.notes = std::mem::take(&mut runner.notes);
+    results.load_end = loadavg();
     write_raw(&o.raw, &rows, &present, &results);
     plot::throughput_svg(&o.svg, &rows_of_tcp_thr(&rows), &present, &results, o.runs);
     let md = report::markdown(&o, &rows, &present, &missing, &results, elapsed);

@@ -57,6 +57,12 @@ fn cell(results: &Results, row: &Row, v: &Variant, key: &str, fmt: fn(f64) -> St
         {
             let _ = write!(s, " ({:.2}×)", m / l);
         }
+        if let Kind::Mem { n, .. } = row.kind
+            && let Some(k) = results.median(&row.id, v.name, "n")
+            && k as usize != n
+        {
+            let _ = write!(s, " [N={k:.0}²]");
+        }
         if let Kind::Fanout { .. } = row.kind
             && let Some(p) = results.median(&row.id, v.name, "delivered_pct")
             && p < 99.95
@@ -234,10 +240,11 @@ pub fn markdown(
     let _ = writeln!(s, "\n## Method\n");
     let _ = writeln!(s, "- One binary per stack (`bench/stacks/<stack>`), all speaking the modes in `bench/common/src/lib.rs`; the driver (`bench/driver`) starts them as separate processes (server first; the client only after the server printed `READY` once bound), reads `RESULT` lines and kills anything still running after {} s.", if opts.quick { 60 } else { 120 });
     let _ = writeln!(s, "- **Throughput**: like libzmq's `local_thr`/`remote_thr`: PULL binds, PUSH connects and sends N messages of one size; the receiver times from the first message to the N-th. TCP on 127.0.0.1, ipc on a Unix socket in /tmp, inproc on two threads of one process. Counts: {}.", count_list(rows));
-    let _ = writeln!(s, "- **Raw TCP**: a tokio current-thread TCP stream, no framing: `write_all` of 64 KiB buffers, read into a 256 KiB buffer, the same count and timing rule.");
+    let _ = writeln!(s, "- **Raw TCP**: a tokio current-thread TCP stream, no framing, moving the same bytes as the 64 KiB row: `write_all` of 1 MiB (16 messages per write, as a batching writer does), read into a 1 MiB buffer, the same count and timing rule. (With one 64 KiB write per message it measured about 30% lower here, below zmtp, which batches up to 64 iovecs per `writev`.)");
+    let _ = writeln!(s, "- **Senders hold their socket open** after the last send until the receiver has reported (the driver then closes their stdin): zeromq's `close` drops what is still queued (the receiver saw a truncated frame) and omq lost queued 64 KiB messages on `close` with default options, so without this those rows never completed. The receiver's clock is what counts in every case.");
     let _ = writeln!(s, "- **Latency**: REQ→REP or DEALER→ROUTER echo of a 64 B message over TCP, after a warm-up of 10% of the count (at least 100, at most 2,000) round trips; every round trip is timed alone, and the one-way figure is half of it (p50 and p99 of those).");
     let _ = writeln!(s, "- **Fan-out**: one PUB process, one process with all the SUBs (each subscribed to everything; HWMs unlimited where the stack allows it — libzmq, zmtp — and 100,000 in rzmq and omq, which have no unlimited setting; zeromq's are fixed). The publisher sends warm-up messages every millisecond until every subscriber has received one (reported over a side TCP channel), then N data messages as fast as it can, then end markers until the subscribers are done. Delivered/s = data messages received by all subscribers ÷ (last delivery − first delivery). N = 2,000,000 ÷ subscribers{}.", if opts.quick { " ÷ 8" } else { "" });
-    let _ = writeln!(s, "- **Memory**: one ROUTER process; the DEALERs in processes of at most 2,500 each (libzmq needs two descriptors per socket and the open-files limit here is 20,000, hard, not raisable without privileges this machine does not grant); each DEALER connects, sends `hi` and waits for the echo, 100 at a time. RSS (VmRSS) is read before any connection and once all are answered (after 200 ms); the tables give the deltas ÷ N. libzmq's DEALER processes use one context per 1,000 sockets (its default ZMQ_MAX_SOCKETS is 1,023 and the `zmq` crate does not expose the setting), so their side includes a few I/O threads.");
+    let _ = writeln!(s, "- **Memory**: one ROUTER process; the DEALERs in processes of at most 2,500 each (libzmq needs two descriptors per socket and the open-files limit here is 20,000, hard, not raisable without privileges this machine does not grant); each DEALER connects, sends `hi` and waits for the echo, 100 at a time. RSS (VmRSS) is read before any connection and once all are answered (after 200 ms); the tables give the deltas ÷ N. libzmq's DEALER processes use one context per 1,000 sockets (its default ZMQ_MAX_SOCKETS is 1,023 and the `zmq` crate does not expose the setting), so their side includes a few I/O threads. A stack that does not get all N connections answered within 45 s is measured with N/4, or else N/10, in one DEALER process instead (marked ²).");
     let _ = writeln!(s, "- **Runtimes**: zmtp on a tokio current-thread runtime (as its perf tools); omq on its own `Context` (one I/O thread, the body run on it via `block_on`, as its benches); rzmq and zeromq on a 2-worker multi-thread runtime (as their examples); monocoque on its tokio backend (current-thread + LocalSet, its sockets are !Send); libzmq with its default one I/O thread per context and blocking calls on the application thread, as libzmq's perf tools. Inproc with tokio stacks: two threads, each with its own runtime (rzmq: the multi-thread runtime).");
     let _ = writeln!(s, "- **monocoque** has one-connection sockets: a bound PULL/REP/ROUTER accepts one peer (the memory row uses one RouterSocket per accepted connection), and no socket-level inproc. Its default is eager writes (one write per send); `monocoque+coalesce` is its opt-in write coalescing (flushed once at the end of the run), the mode its published numbers use.");
     let _ = writeln!(s, "- Build: `bench/` is its own cargo workspace with the product workspace's release profile (thin LTO, 4 codegen units, debug line info).");
@@ -252,7 +259,7 @@ pub fn markdown(
             let f = results.failures(&r.id, v.name);
             if !f.is_empty() {
                 any_fail = true;
-                let timed_out = f[0].starts_with("timeout");
+                let timed_out = f[0].contains("timeout");
                 let _ = writeln!(
                     s,
                     "- ¹ {} / {}: {} of {} runs failed{}: `{}`",
@@ -274,10 +281,14 @@ pub fn markdown(
         any_fail = true;
         let _ = writeln!(s, "- chp: {} of {} runs failed: `{}`", chp_fail.len(), opts.runs, chp_fail[0].replace('`', "'"));
     }
+    for note in &results.notes {
+        let _ = writeln!(s, "- ² {note}");
+    }
     if !any_fail {
         let _ = writeln!(s, "- No run failed.");
     }
 
+    let _ = writeln!(s, "- The machine is shared: other agents were compiling during the run (load average at the start {}, at the end {}), which is why some cells spread widely; the stacks were interleaved so that the noise hits all of them, and the median is quoted.", results.load_start, results.load_end);
     let _ = writeln!(s, "\n## Machine and versions\n");
     s.push_str(&machine());
     s.push('\n');

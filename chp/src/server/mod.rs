@@ -348,15 +348,10 @@ async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor),
     Err(ServerError::NoFreePorts(config.bind.clone(), ATTEMPTS))
 }
 
-/// A random port P with P..=P+2 below the ephemeral range (read from Linux; 32768 elsewhere).
+/// A random port P with P..=P+2 in 10000..20000, below the ephemeral range of common systems (Linux
+/// 32768.., BSDs and Windows 49152..), where outgoing connections do not take ports.
 fn random_low_port() -> u16 {
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse::<u16>().ok()))
-        .unwrap_or(32768);
-    let low = 10_000u16.min(ephemeral_low.saturating_sub(1000));
-    let high = ephemeral_low.saturating_sub(3).max(low + 1);
-    rand::Rng::gen_range(&mut rand::thread_rng(), low..high)
+    rand::Rng::gen_range(&mut rand::thread_rng(), 10_000..19_997)
 }
 
 /// Most KVSETs applied per lock of the state.

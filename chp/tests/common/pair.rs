@@ -42,7 +42,9 @@ pub fn free_ports(triples: usize) -> Vec<u16> {
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(32768);
-    let (low, high) = (10_000u16, ephemeral_low.saturating_sub(3));
+    // 20000 and up: servers bound with port 0 pick their random triples from 10000..20000, so
+    // tests that run in parallel never draw from the same pool.
+    let (low, high) = (20_000u16, ephemeral_low.saturating_sub(3));
     let mut candidates: Box<dyn Iterator<Item = u16>> = if high > low + 1000 {
         let start = low + rand::random::<u16>() % (high - low);
         Box::new((start..high).chain(low..start).step_by(3).chain(std::iter::repeat(0)))
