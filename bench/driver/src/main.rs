@@ -360,8 +360,9 @@ impl Runner {
         let result = (|| -> Result<Outcome, String> {
             match &row.kind {
                 Kind::Thr { transport: Transport::Inproc, size, count } => {
-                    let mut p = Proc::spawn(&bin, &["thr-inproc".into(), s(*size), s(*count)], &v.env, &log("inproc"), false)
-                        .map_err(|e| e.to_string())?;
+                    let mut p =
+                        Proc::spawn(&bin, &["thr-inproc".into(), s(*size), s(*count)], &v.env, &log("inproc"), false)
+                            .map_err(|e| e.to_string())?;
                     match p.expect("RESULT", deadline) {
                         Ok(l) => {
                             p.finish(deadline);
@@ -379,9 +380,11 @@ impl Runner {
                 Kind::Thr { transport, size, count } => {
                     let ep = ep_for(*transport, self.seq);
                     let a = |m: &str| vec![m.to_string(), ep.clone(), s(*size), s(*count)];
-                    let mut srv = Proc::spawn(&bin, &a("thr-recv"), &v.env, &log("recv"), false).map_err(|e| e.to_string())?;
+                    let mut srv =
+                        Proc::spawn(&bin, &a("thr-recv"), &v.env, &log("recv"), false).map_err(|e| e.to_string())?;
                     srv.expect("READY", deadline)?;
-                    let mut cli = Proc::spawn(&bin, &a("thr-send"), &v.env, &log("send"), true).map_err(|e| e.to_string())?;
+                    let mut cli =
+                        Proc::spawn(&bin, &a("thr-send"), &v.env, &log("send"), true).map_err(|e| e.to_string())?;
                     let l = srv.expect("RESULT", deadline)?;
                     cli.finish(deadline);
                     srv.finish(deadline);
@@ -394,9 +397,11 @@ impl Runner {
                     let ep = ep_for(Transport::Tcp, self.seq);
                     let k = if *dealer_router { "dr" } else { "rr" };
                     let a = |m: &str| vec![m.to_string(), ep.clone(), k.to_string(), s(*size), s(*count)];
-                    let mut srv = Proc::spawn(&bin, &a("lat-server"), &v.env, &log("server"), false).map_err(|e| e.to_string())?;
+                    let mut srv = Proc::spawn(&bin, &a("lat-server"), &v.env, &log("server"), false)
+                        .map_err(|e| e.to_string())?;
                     srv.expect("READY", deadline)?;
-                    let mut cli = Proc::spawn(&bin, &a("lat-client"), &v.env, &log("client"), false).map_err(|e| e.to_string())?;
+                    let mut cli = Proc::spawn(&bin, &a("lat-client"), &v.env, &log("client"), false)
+                        .map_err(|e| e.to_string())?;
                     let l = cli.expect("RESULT", deadline)?;
                     cli.finish(deadline);
                     srv.finish(Instant::now() + Duration::from_secs(5));
@@ -465,7 +470,9 @@ impl Runner {
                 let tail = ["recv", "send", "server", "client", "pub", "subs", "router", "dealers0", "inproc"]
                     .iter()
                     .filter_map(|r| std::fs::read_to_string(log(r)).ok())
-                    .filter_map(|t| t.lines().find(|l| l.contains("panicked") || l.contains("rror")).map(str::to_string))
+                    .filter_map(|t| {
+                        t.lines().find(|l| l.contains("panicked") || l.contains("rror")).map(str::to_string)
+                    })
                     .next()
                     .unwrap_or_default();
                 Outcome::Failed(format!("{e} {tail}").trim().to_string())
@@ -561,7 +568,13 @@ fn main() {
                 }
                 // A cell that hit the time limit is not tried again: it would only cost the limit again.
                 if results.failures(&row.id, v.name).iter().any(|e| e.contains("timeout")) {
-                    eprintln!("          run {}/{} {:<22} {:<20} skipped (timed out before)", run + 1, o.runs, row.id, v.name);
+                    eprintln!(
+                        "          run {}/{} {:<22} {:<20} skipped (timed out before)",
+                        run + 1,
+                        o.runs,
+                        row.id,
+                        v.name
+                    );
                     continue;
                 }
                 let t = Instant::now();
@@ -583,7 +596,14 @@ fn main() {
         if o.only.as_deref().is_none_or(|p| "chp".starts_with(p)) && chp_bin.exists() {
             let t = Instant::now();
             let outcome = run_chp(&chp_bin, o.quick, &runner.log_dir.join(format!("chp-{run}.log")), runner.timeout);
-            eprintln!("[{:>5.0}s] run {}/{} chp {:>6.1}s  {:?}", started.elapsed().as_secs_f64(), run + 1, o.runs, t.elapsed().as_secs_f64(), outcome);
+            eprintln!(
+                "[{:>5.0}s] run {}/{} chp {:>6.1}s  {:?}",
+                started.elapsed().as_secs_f64(),
+                run + 1,
+                o.runs,
+                t.elapsed().as_secs_f64(),
+                outcome
+            );
             results.runs.entry(("chp".into(), "zmtp".into())).or_default().push(outcome);
         }
     }
@@ -628,7 +648,8 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
                 }
             }
         } else if l.starts_with("snapshot of 1000000 keys") {
-            if let Some(d) = l.split("KTHXBAI ").nth(1).and_then(|r| parse_debug_duration(r.split_whitespace().next()?)) {
+            if let Some(d) = l.split("KTHXBAI ").nth(1).and_then(|r| parse_debug_duration(r.split_whitespace().next()?))
+            {
                 m.insert("snapshot_raw_s".to_string(), d);
             }
             if let Some(d) = l.split("connect+sync ").nth(1).and_then(|r| parse_debug_duration(r.trim())) {
@@ -671,7 +692,9 @@ fn write_raw(path: &Path, rows: &[Row], variants: &[Variant], results: &Results)
             if let Some(outs) = results.runs.get(&(row.id.clone(), v.name.to_string())) {
                 for (i, o) in outs.iter().enumerate() {
                     let text = match o {
-                        Outcome::Values(m) => m.iter().map(|(k, v)| format!("{k}={v:.3}")).collect::<Vec<_>>().join(" "),
+                        Outcome::Values(m) => {
+                            m.iter().map(|(k, v)| format!("{k}={v:.3}")).collect::<Vec<_>>().join(" ")
+                        }
                         Outcome::Unsupported => "unsupported".into(),
                         Outcome::Failed(e) => format!("failed: {e}"),
                     };

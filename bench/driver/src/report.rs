@@ -116,11 +116,23 @@ fn machine() -> String {
     let flags = field("flags");
     let mut s = String::new();
     let _ = writeln!(s, "| | |\n|---|---|");
-    let _ = writeln!(s, "| CPU | {} (family {}, model {}, {} MHz, cache {}) |", field("model name"), field("cpu family"), field("model\t"), field("cpu MHz"), field("cache size"));
+    let _ = writeln!(
+        s,
+        "| CPU | {} (family {}, model {}, {} MHz, cache {}) |",
+        field("model name"),
+        field("cpu family"),
+        field("model\t"),
+        field("cpu MHz"),
+        field("cache size")
+    );
     let _ = writeln!(s, "| cores (nproc) | {} |", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
     let _ = writeln!(s, "| memory | {mem} |");
     let _ = writeln!(s, "| kernel | Linux {} |", kernel.trim());
-    let _ = writeln!(s, "| virtualised | {} |", if flags.contains("hypervisor") { "yes (hypervisor flag set)" } else { "no hypervisor flag" });
+    let _ = writeln!(
+        s,
+        "| virtualised | {} |",
+        if flags.contains("hypervisor") { "yes (hypervisor flag set)" } else { "no hypervisor flag" }
+    );
     let _ = writeln!(s, "| open files limit | {fds} |");
     s
 }
@@ -136,8 +148,17 @@ fn versions(opts: &Opts) -> String {
     let libzmq = cmd_out(opts.bin_dir.join("bench-libzmq").to_str().unwrap(), &["version"]);
     let mut s = String::new();
     let _ = writeln!(s, "| | |\n|---|---|");
-    let _ = writeln!(s, "| libzmq | {} (Debian libzmq3-dev, linked at run time; via the `zmq` crate {}) |", if libzmq.is_empty() { "?".into() } else { libzmq }, ver("zmq"));
-    let _ = writeln!(s, "| zmtp | this repository (`path = \"../zmtp\"`), git {} |", cmd_out("git", &["rev-parse", "--short", "HEAD"]));
+    let _ = writeln!(
+        s,
+        "| libzmq | {} (Debian libzmq3-dev, linked at run time; via the `zmq` crate {}) |",
+        if libzmq.is_empty() { "?".into() } else { libzmq },
+        ver("zmq")
+    );
+    let _ = writeln!(
+        s,
+        "| zmtp | this repository (`path = \"../zmtp\"`), git {} |",
+        cmd_out("git", &["rev-parse", "--short", "HEAD"])
+    );
     let _ = writeln!(s, "| zeromq (zmq.rs) | {} |", ver("zeromq"));
     let _ = writeln!(s, "| rzmq | {} |", ver("rzmq"));
     let _ = writeln!(s, "| omq-tokio | {} |", ver("omq-tokio"));
@@ -167,13 +188,18 @@ pub fn markdown(
         elapsed.as_secs_f64(),
         if opts.quick { ", **quick mode: smaller counts, not for quoting**" } else { "" }
     );
-    let _ = writeln!(s, "Every figure comes from the same machine in the same run, with the stacks interleaved row by row and run by run, so background noise falls on all of them alike. Each cell: **median** of the runs, ± half the min–max range as a percentage of the median, and (in brackets) the ratio to libzmq's median. Throughput: higher is better. Latency and memory: lower is better (a ratio below 1 is better than libzmq). The plot is [bench/throughput.svg](bench/throughput.svg); every sample is in [bench/results.tsv](bench/results.tsv).\n");
+    let _ = writeln!(
+        s,
+        "Every figure comes from the same machine in the same run, with the stacks interleaved row by row and run by run, so background noise falls on all of them alike. Each cell: **median** of the runs, ± half the min–max range as a percentage of the median, and (in brackets) the ratio to libzmq's median. Throughput: higher is better. Latency and memory: lower is better (a ratio below 1 is better than libzmq). The plot is [bench/throughput.svg](bench/throughput.svg); every sample is in [bench/results.tsv](bench/results.tsv).\n"
+    );
     let _ = writeln!(s, "![PUSH/PULL throughput over TCP loopback vs message size](bench/throughput.svg)\n");
 
     let groups: [(&str, fn(&Row) -> bool); 4] = [
         ("Throughput (PUSH/PULL, messages/s at the receiver)", |r| matches!(r.kind, Kind::Thr { .. })),
         ("One-way latency (half the round trip; 64 B; per-round-trip samples)", |r| matches!(r.kind, Kind::Lat { .. })),
-        ("PUB/SUB fan-out (delivered messages/s, counted at the subscribers)", |r| matches!(r.kind, Kind::Fanout { .. })),
+        ("PUB/SUB fan-out (delivered messages/s, counted at the subscribers)", |r| {
+            matches!(r.kind, Kind::Fanout { .. })
+        }),
         ("Memory per idle connection (RSS delta)", |r| matches!(r.kind, Kind::Mem { .. })),
     ];
     for (title, pick) in groups {
@@ -212,7 +238,11 @@ pub fn markdown(
         s.push('\n');
     }
     let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
-    let _ = writeln!(s, "From the chp crate's own perf example (`chp/examples/perf.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values. No libzmq-based CHP exists here to compare with, so there is no ratio column.\n", if opts.quick { 50000 } else { 200000 });
+    let _ = writeln!(
+        s,
+        "From the chp crate's own perf example (`chp/examples/perf.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values. No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
+        if opts.quick { 50000 } else { 200000 }
+    );
     let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");
     let chp_row = Row { id: "chp".into(), label: String::new(), kind: Kind::Mem { n: 0, procs: 0 } };
     let zmtp_col = present.iter().find(|v| v.name == "zmtp");
@@ -226,7 +256,9 @@ pub fn markdown(
     ];
     for (what, key, fmt) in chp_rows {
         let c = match zmtp_col {
-            Some(v) if results.runs.contains_key(&("chp".to_string(), "zmtp".to_string())) => cell(results, &chp_row, v, key, fmt),
+            Some(v) if results.runs.contains_key(&("chp".to_string(), "zmtp".to_string())) => {
+                cell(results, &chp_row, v, key, fmt)
+            }
             _ => "**TODO** — bench-chp not built or not run".into(),
         };
         let _ = writeln!(s, "| {what} | {c} |");
@@ -238,16 +270,49 @@ pub fn markdown(
     s.push_str(&targets(results, rows, present));
 
     let _ = writeln!(s, "\n## Method\n");
-    let _ = writeln!(s, "- One binary per stack (`bench/stacks/<stack>`), all speaking the modes in `bench/common/src/lib.rs`; the driver (`bench/driver`) starts them as separate processes (server first; the client only after the server printed `READY` once bound), reads `RESULT` lines and kills anything still running after {} s.", if opts.quick { 60 } else { 120 });
-    let _ = writeln!(s, "- **Throughput**: like libzmq's `local_thr`/`remote_thr`: PULL binds, PUSH connects and sends N messages of one size; the receiver times from the first message to the N-th. TCP on 127.0.0.1, ipc on a Unix socket in /tmp, inproc on two threads of one process. Counts: {}.", count_list(rows));
-    let _ = writeln!(s, "- **Raw TCP**: a tokio current-thread TCP stream, no framing, moving the same bytes as the 64 KiB row: `write_all` of 1 MiB (16 messages per write, as a batching writer does), read into a 1 MiB buffer, the same count and timing rule. (With one 64 KiB write per message it measured about 30% lower here, below zmtp, which batches up to 64 iovecs per `writev`.)");
-    let _ = writeln!(s, "- **Senders hold their socket open** after the last send until the receiver has reported (the driver then closes their stdin): zeromq's `close` drops what is still queued (the receiver saw a truncated frame) and omq lost queued 64 KiB messages on `close` with default options, so without this those rows never completed. The receiver's clock is what counts in every case.");
-    let _ = writeln!(s, "- **Latency**: REQ→REP or DEALER→ROUTER echo of a 64 B message over TCP, after a warm-up of 10% of the count (at least 100, at most 2,000) round trips; every round trip is timed alone, and the one-way figure is half of it (p50 and p99 of those).");
-    let _ = writeln!(s, "- **Fan-out**: one PUB process, one process with all the SUBs (each subscribed to everything; HWMs unlimited where the stack allows it — libzmq, zmtp — and 100,000 in rzmq and omq, which have no unlimited setting; zeromq's are fixed). The publisher sends warm-up messages every millisecond until every subscriber has received one (reported over a side TCP channel), then N data messages as fast as it can, then end markers until the subscribers are done. Delivered/s = data messages received by all subscribers ÷ (last delivery − first delivery). N = 2,000,000 ÷ subscribers{}.", if opts.quick { " ÷ 8" } else { "" });
-    let _ = writeln!(s, "- **Memory**: one ROUTER process; the DEALERs in processes of at most 2,500 each (libzmq needs two descriptors per socket and the open-files limit here is 20,000, hard, not raisable without privileges this machine does not grant); each DEALER connects, sends `hi` and waits for the echo, 100 at a time. RSS (VmRSS) is read before any connection and once all are answered (after 200 ms); the tables give the deltas ÷ N. libzmq's DEALER processes use one context per 1,000 sockets (its default ZMQ_MAX_SOCKETS is 1,023 and the `zmq` crate does not expose the setting), so their side includes a few I/O threads. A stack that does not get all N connections answered within 45 s is measured with N/4, or else N/10, in one DEALER process instead (marked ²).");
-    let _ = writeln!(s, "- **Runtimes**: zmtp on a tokio current-thread runtime (as its perf tools); omq on its own `Context` (one I/O thread, the body run on it via `block_on`, as its benches); rzmq and zeromq on a 2-worker multi-thread runtime (as their examples); monocoque on its tokio backend (current-thread + LocalSet, its sockets are !Send); libzmq with its default one I/O thread per context and blocking calls on the application thread, as libzmq's perf tools. Inproc with tokio stacks: two threads, each with its own runtime (rzmq: the multi-thread runtime).");
-    let _ = writeln!(s, "- **monocoque** has one-connection sockets: a bound PULL/REP/ROUTER accepts one peer (the memory row uses one RouterSocket per accepted connection), and no socket-level inproc. Its default is eager writes (one write per send); `monocoque+coalesce` is its opt-in write coalescing (flushed once at the end of the run), the mode its published numbers use.");
-    let _ = writeln!(s, "- Build: `bench/` is its own cargo workspace with the product workspace's release profile (thin LTO, 4 codegen units, debug line info).");
+    let _ = writeln!(
+        s,
+        "- One binary per stack (`bench/stacks/<stack>`), all speaking the modes in `bench/common/src/lib.rs`; the driver (`bench/driver`) starts them as separate processes (server first; the client only after the server printed `READY` once bound), reads `RESULT` lines and kills anything still running after {} s.",
+        if opts.quick { 60 } else { 120 }
+    );
+    let _ = writeln!(
+        s,
+        "- **Throughput**: like libzmq's `local_thr`/`remote_thr`: PULL binds, PUSH connects and sends N messages of one size; the receiver times from the first message to the N-th. TCP on 127.0.0.1, ipc on a Unix socket in /tmp, inproc on two threads of one process. Counts: {}.",
+        count_list(rows)
+    );
+    let _ = writeln!(
+        s,
+        "- **Raw TCP**: a tokio current-thread TCP stream, no framing, moving the same bytes as the 64 KiB row: `write_all` of 1 MiB (16 messages per write, as a batching writer does), read into a 1 MiB buffer, the same count and timing rule. (With one 64 KiB write per message it measured about 30% lower here, below zmtp, which batches up to 64 iovecs per `writev`.)"
+    );
+    let _ = writeln!(
+        s,
+        "- **Senders hold their socket open** after the last send until the receiver has reported (the driver then closes their stdin): zeromq's `close` drops what is still queued (the receiver saw a truncated frame) and omq lost queued 64 KiB messages on `close` with default options, so without this those rows never completed. The receiver's clock is what counts in every case."
+    );
+    let _ = writeln!(
+        s,
+        "- **Latency**: REQ→REP or DEALER→ROUTER echo of a 64 B message over TCP, after a warm-up of 10% of the count (at least 100, at most 2,000) round trips; every round trip is timed alone, and the one-way figure is half of it (p50 and p99 of those)."
+    );
+    let _ = writeln!(
+        s,
+        "- **Fan-out**: one PUB process, one process with all the SUBs (each subscribed to everything; HWMs unlimited where the stack allows it — libzmq, zmtp — and 100,000 in rzmq and omq, which have no unlimited setting; zeromq's are fixed). The publisher sends warm-up messages every millisecond until every subscriber has received one (reported over a side TCP channel), then N data messages as fast as it can, then end markers until the subscribers are done. Delivered/s = data messages received by all subscribers ÷ (last delivery − first delivery). N = 2,000,000 ÷ subscribers{}.",
+        if opts.quick { " ÷ 8" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "- **Memory**: one ROUTER process; the DEALERs in processes of at most 2,500 each (libzmq needs two descriptors per socket and the open-files limit here is 20,000, hard, not raisable without privileges this machine does not grant); each DEALER connects, sends `hi` and waits for the echo, 100 at a time. RSS (VmRSS) is read before any connection and once all are answered (after 200 ms); the tables give the deltas ÷ N. libzmq's DEALER processes use one context per 1,000 sockets (its default ZMQ_MAX_SOCKETS is 1,023 and the `zmq` crate does not expose the setting), so their side includes a few I/O threads. A stack that does not get all N connections answered within 45 s is measured with N/4, or else N/10, in one DEALER process instead (marked ²)."
+    );
+    let _ = writeln!(
+        s,
+        "- **Runtimes**: zmtp on a tokio current-thread runtime (as its perf tools); omq on its own `Context` (one I/O thread, the body run on it via `block_on`, as its benches); rzmq and zeromq on a 2-worker multi-thread runtime (as their examples); monocoque on its tokio backend (current-thread + LocalSet, its sockets are !Send); libzmq with its default one I/O thread per context and blocking calls on the application thread, as libzmq's perf tools. Inproc with tokio stacks: two threads, each with its own runtime (rzmq: the multi-thread runtime)."
+    );
+    let _ = writeln!(
+        s,
+        "- **monocoque** has one-connection sockets: a bound PULL/REP/ROUTER accepts one peer (the memory row uses one RouterSocket per accepted connection), and no socket-level inproc. Its default is eager writes (one write per send); `monocoque+coalesce` is its opt-in write coalescing (flushed once at the end of the run), the mode its published numbers use."
+    );
+    let _ = writeln!(
+        s,
+        "- Build: `bench/` is its own cargo workspace with the product workspace's release profile (thin LTO, 4 codegen units, debug line info)."
+    );
 
     let _ = writeln!(s, "\n## Notes\n");
     for v in missing {
@@ -279,7 +344,8 @@ pub fn markdown(
     let chp_fail = results.failures("chp", "zmtp");
     if !chp_fail.is_empty() {
         any_fail = true;
-        let _ = writeln!(s, "- chp: {} of {} runs failed: `{}`", chp_fail.len(), opts.runs, chp_fail[0].replace('`', "'"));
+        let _ =
+            writeln!(s, "- chp: {} of {} runs failed: `{}`", chp_fail.len(), opts.runs, chp_fail[0].replace('`', "'"));
     }
     for note in &results.notes {
         let _ = writeln!(s, "- ² {note}");
@@ -288,7 +354,11 @@ pub fn markdown(
         let _ = writeln!(s, "- No run failed.");
     }
 
-    let _ = writeln!(s, "- The machine is shared: other agents were compiling during the run (load average at the start {}, at the end {}), which is why some cells spread widely; the stacks were interleaved so that the noise hits all of them, and the median is quoted.", results.load_start, results.load_end);
+    let _ = writeln!(
+        s,
+        "- The machine is shared: other agents were compiling during the run (load average at the start {}, at the end {}), which is why some cells spread widely; the stacks were interleaved so that the noise hits all of them, and the median is quoted.",
+        results.load_start, results.load_end
+    );
     let _ = writeln!(s, "\n## Machine and versions\n");
     s.push_str(&machine());
     s.push('\n');
@@ -326,10 +396,16 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
     let ratio = |row: &str, k: &str| Some(m(row, "zmtp", k)? / m(row, "libzmq", k)?);
     let _ = writeln!(s, "| target | measured | verdict |\n|---|---|---|");
     let r64 = ratio("thr/tcp/64", "msgs_per_s");
-    let _ = writeln!(s, "| 64 B PUSH/PULL TCP ≥ 1.5× libzmq | {} | {} |", fmt_ratio(r64), verdict(r64.map(|r| r >= 1.5)));
+    let _ =
+        writeln!(s, "| 64 B PUSH/PULL TCP ≥ 1.5× libzmq | {} | {} |", fmt_ratio(r64), verdict(r64.map(|r| r >= 1.5)));
     let r64k = ratio("thr/tcp/65536", "msgs_per_s");
     let raw = (|| Some(m("thr/tcp/65536", "zmtp", "msgs_per_s")? / m("thr/tcp/65536", "raw TCP", "msgs_per_s")?))();
-    let _ = writeln!(s, "| 64 KiB PUSH/PULL TCP ≥ 1.0× libzmq | {} | {} |", fmt_ratio(r64k), verdict(r64k.map(|r| r >= 1.0)));
+    let _ = writeln!(
+        s,
+        "| 64 KiB PUSH/PULL TCP ≥ 1.0× libzmq | {} | {} |",
+        fmt_ratio(r64k),
+        verdict(r64k.map(|r| r >= 1.0))
+    );
     let _ = writeln!(
         s,
         "| 64 KiB PUSH/PULL TCP ≥ 80% of raw TCP | {} | {} |",
@@ -348,10 +424,14 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         );
     }
     let f100 = ratio("fanout/100", "delivered_per_s");
-    let _ = writeln!(s, "| fan-out to 100 subscribers ≥ 1.5× libzmq | {} | {} |", fmt_ratio(f100), verdict(f100.map(|r| r >= 1.5)));
+    let _ = writeln!(
+        s,
+        "| fan-out to 100 subscribers ≥ 1.5× libzmq | {} | {} |",
+        fmt_ratio(f100),
+        verdict(f100.map(|r| r >= 1.5))
+    );
     // Ahead of every Rust stack on every row.
-    let rust: Vec<&Variant> =
-        present.iter().filter(|v| !matches!(v.name, "zmtp" | "libzmq" | "raw TCP")).collect();
+    let rust: Vec<&Variant> = present.iter().filter(|v| !matches!(v.name, "zmtp" | "libzmq" | "raw TCP")).collect();
     let mut behind = Vec::new();
     let mut compared = 0;
     for r in rows {
@@ -374,11 +454,16 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
     let _ = writeln!(
         s,
         "| ahead of every Rust stack on every row | {} | {} |",
-        if behind.is_empty() { format!("ahead in all {compared} comparisons") } else { format!("behind in {} of {compared}: {}", behind.len(), behind.join("; ")) },
+        if behind.is_empty() {
+            format!("ahead in all {compared} comparisons")
+        } else {
+            format!("behind in {} of {compared}: {}", behind.len(), behind.join("; "))
+        },
         verdict(if compared == 0 { None } else { Some(behind.is_empty()) })
     );
     let mem_row = rows.iter().find(|r| matches!(r.kind, Kind::Mem { .. })).map(|r| r.id.clone()).unwrap_or_default();
-    let (t, ro, d) = (m(&mem_row, "zmtp", "total_kib"), m(&mem_row, "zmtp", "router_kib"), m(&mem_row, "zmtp", "dealer_kib"));
+    let (t, ro, d) =
+        (m(&mem_row, "zmtp", "total_kib"), m(&mem_row, "zmtp", "router_kib"), m(&mem_row, "zmtp", "dealer_kib"));
     let _ = writeln!(
         s,
         "| idle connection ≤ 8 KiB | both ends {} (ROUTER side {}, DEALER side {}) | {} both ends; {} ROUTER side |",

@@ -51,7 +51,8 @@ fn main() {
                 loop {
                     s.recv(&mut msg, 0).unwrap();
                     let more = msg.get_more();
-                    s.send(std::mem::replace(&mut msg, zmq::Message::new()), if more { zmq::SNDMORE } else { 0 }).unwrap();
+                    s.send(std::mem::replace(&mut msg, zmq::Message::new()), if more { zmq::SNDMORE } else { 0 })
+                        .unwrap();
                     if !more {
                         break;
                     }

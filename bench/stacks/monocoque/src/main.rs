@@ -249,4 +249,3 @@ async fn run(cmd: Cmd) {
         m => panic!("unknown mode {m}"),
     }
 }
-

@@ -197,4 +197,3 @@ async fn run(cmd: Cmd) {
         m => panic!("unknown mode {m}"),
     }
 }
-
