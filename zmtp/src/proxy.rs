@@ -112,6 +112,18 @@ impl Proxy {
                 r = self.backend.recv(), if running && back_rx => (r?, self.frontend.clone()),
                 _ = self.rx.changed() => continue,
             };
+            // A receive may complete in the same instant as a pause: once `pause()` has returned, no
+            // message crosses until `resume()` (the message waits here, unlost).
+            loop {
+                match *self.rx.borrow_and_update() {
+                    Command::Run => break,
+                    Command::Terminate => return Ok(()),
+                    Command::Pause => {}
+                }
+                if self.rx.changed().await.is_err() {
+                    break;
+                }
+            }
             self.forward(msg, &to).await?;
         }
     }
