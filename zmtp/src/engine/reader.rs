@@ -108,7 +108,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
             core.deliver(peer, &mut batch).await;
         }
         decoded?;
-        if buf.is_empty() && buf.capacity() > 4 * MIN_READ && read_size == MIN_READ {
+        if buf.is_empty() && buf.capacity() > 0 && read_size == MIN_READ {
             // Drained after a burst and no longer busy: give the memory back so that idle connections
             // stay cheap (the frames already handed out keep their own slices alive).
             buf = BytesMut::new();

@@ -135,9 +135,13 @@ impl Decoder for FrameCodec {
         };
         let total = header_len + len;
         if src.len() < total {
-            // Grow with what has actually arrived (doubling), never with what the peer claims: a peer
-            // that announces a huge frame and sends ten bytes costs ten bytes plus a small constant.
-            src.reserve((total - src.len()).min(READ_CHUNK).min(src.len().max(MIN_RESERVE)));
+            // A frame of at most READ_CHUNK is reserved whole at once (no re-copying as it arrives; a
+            // busy connection's read buffer is that large anyway). Beyond that, grow with what has
+            // actually arrived, never with what the peer claims: announcing a huge frame and sending
+            // ten bytes costs ten bytes plus a small constant.
+            let missing = total - src.len();
+            let grow = if total <= READ_CHUNK { missing } else { missing.min(src.len().max(MIN_RESERVE)) };
+            src.reserve(grow.min(READ_CHUNK));
             return Ok(None);
         }
         src.advance(header_len);
