@@ -568,8 +568,12 @@ async fn huge_frame_claims_do_not_allocate() {
     bounded(async {
         let mut v = Victim::new(SocketType::Pull, |_| {}).await;
         huge_claim_then_stall(&mut v, 1 << 30).await; // 1 GiB: plausible
-        huge_claim_then_stall(&mut v, (1 << 63) - 1).await; // the largest legal size
-        huge_claim_then_stall(&mut v, 1 << 40).await;
+        // On 32-bit targets these sizes cannot be addressed and are refused with SizeOverflow instead
+        // (asserted by the codec's claimed_size_does_not_drive_allocation unit test).
+        if usize::BITS == 64 {
+            huge_claim_then_stall(&mut v, (1 << 63) - 1).await; // the largest legal size
+            huge_claim_then_stall(&mut v, 1 << 40).await;
+        }
         v.assert_good_peers_served().await;
     })
     .await;
