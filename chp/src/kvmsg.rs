@@ -28,8 +28,8 @@
 
 use std::fmt;
 
+use crate::uuid::Uuid;
 use bytes::Bytes;
-use uuid::Uuid;
 use zmtp::Message;
 
 /// Longest key (and subtree) accepted, in bytes. Longer keys are rejected with

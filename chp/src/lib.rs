@@ -43,6 +43,7 @@ pub mod kvmsg;
 pub mod security;
 pub mod server;
 pub mod store;
+pub mod uuid;
 
 pub use address::ServerAddress;
 pub use client::{Client, ClientError, ClientOptions, Event, Events, GapPolicy, Snapshot, Status};
@@ -51,3 +52,4 @@ pub use kvmsg::KvMsg;
 pub use security::{ClientCurve, ServerCurve};
 pub use server::ha::{HaConfig, HaServer};
 pub use server::{Server, ServerConfig};
+pub use uuid::Uuid;

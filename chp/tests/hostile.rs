@@ -59,7 +59,7 @@ async fn malformed_kvsets_are_dropped_and_counted_and_take_no_sequence() {
             publisher.send(m).await.unwrap();
         }
         let mut after = KvMsg::new("/after", "ok");
-        after.uuid = Some(uuid::Uuid::new_v4());
+        after.uuid = Some(chp::Uuid::new_v4());
         publisher.send(after.to_message()).await.unwrap();
         let echo = raw.next_kvpub().await;
         assert_eq!((echo.key.as_ref(), echo.sequence, echo.uuid), (&b"/after"[..], base + 1, after.uuid));

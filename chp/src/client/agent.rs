@@ -14,12 +14,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::uuid::Uuid;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::SelectAll;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
-use uuid::Uuid;
 use zmtp::{ConnectionError, Message, Monitor, MonitorEvent, Socket, SocketType};
 
 use super::replica::Outcome;

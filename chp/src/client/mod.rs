@@ -469,7 +469,7 @@ impl Client {
     ) -> Result<Option<u64>, ClientError> {
         let mut msg = KvMsg::new(key, value);
         check_settable(&msg.key)?;
-        msg.uuid = Some(uuid::Uuid::new_v4());
+        msg.uuid = Some(crate::uuid::Uuid::new_v4());
         if let Some(ttl) = ttl.filter(|t| !t.is_zero()) {
             msg.properties.insert("ttl", format_ttl(ttl)).expect("ttl encodes");
         }

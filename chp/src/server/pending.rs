@@ -33,7 +33,7 @@
 //! let t0 = Instant::now();
 //! let mut pending = Pending::new(PendingConfig::default());
 //! let mut update = KvMsg::new("/k", "v");
-//! update.uuid = Some(uuid::Uuid::new_v4());
+//! update.uuid = Some(chp::Uuid::new_v4());
 //!
 //! // The client's copy arrives first: held; then the active publishes it: matched, gone.
 //! assert_eq!(pending.hold(update.clone(), t0), Held::Queued);
@@ -47,7 +47,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use uuid::Uuid;
+use crate::uuid::Uuid;
 
 use crate::kvmsg::KvMsg;
 

@@ -174,7 +174,7 @@ pub async fn raw_publisher(address: &ServerAddress, observer: &mut Raw) -> Socke
     publisher.set_sndhwm(0);
     publisher.connect(&address.collector()).await.unwrap();
     let mut probe = KvMsg::new("/probe", "1");
-    probe.uuid = Some(uuid::Uuid::new_v4());
+    probe.uuid = Some(chp::Uuid::new_v4());
     step("publisher proven live", async {
         loop {
             publisher.send(probe.to_message()).await.unwrap();

@@ -356,7 +356,7 @@ pub struct Seen {
     pub sequence: u64,
     pub key: Bytes,
     pub body: Bytes,
-    pub uuid: Option<uuid::Uuid>,
+    pub uuid: Option<chp::Uuid>,
     pub at: Instant,
 }
 
@@ -393,7 +393,7 @@ impl Observer {
     }
 
     /// Waits until an update of `key` (with `uuid`, if given) has been seen; returns it.
-    pub async fn wait_for(&self, key: &str, uuid: Option<uuid::Uuid>) -> Seen {
+    pub async fn wait_for(&self, key: &str, uuid: Option<chp::Uuid>) -> Seen {
         step("observer sees the update", async {
             loop {
                 if let Some(s) = self
@@ -435,7 +435,7 @@ pub async fn collector_publisher(address: &ServerAddress) -> Socket {
 pub fn kvset(key: &str, value: &str, with_uuid: bool) -> KvMsg {
     let mut m = KvMsg::new(key.to_owned(), value.to_owned());
     if with_uuid {
-        m.uuid = Some(uuid::Uuid::new_v4());
+        m.uuid = Some(chp::Uuid::new_v4());
     }
     m
 }
