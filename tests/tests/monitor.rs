@@ -7,9 +7,7 @@
 //! [`WAIT`]); fixed windows ([`QUIET`]) only assert that something does *not* happen. The killed
 //! peer and the incompatible peer are libzmq sockets in `tests/py/xpub_peer.py` (needs pyzmq).
 
-use std::future::Future;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
@@ -20,67 +18,9 @@ use tokio::time::{Instant, timeout};
 use zmtp::wire::{GreetingError, HandshakeError};
 use zmtp::{ConnectionError, Monitor, MonitorEvent, Socket, SocketType};
 
-/// Hard limit for one test.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Generous limit for something that must happen (only there to avoid hanging).
-const WAIT: Duration = Duration::from_secs(10);
-/// Window for something that must *not* happen.
-const QUIET: Duration = Duration::from_millis(300);
-
-// ---------------------------------------------------------------------------------------------
-// Helpers
-// ---------------------------------------------------------------------------------------------
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn unique(name: &str) -> String {
-    format!("zmtp-monitor-{}-{}-{}", std::process::id(), name, NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-fn endpoint(transport: &str, name: &str) -> String {
-    match transport {
-        "tcp" => "tcp://127.0.0.1:*".to_owned(),
-        "ipc" => format!("ipc://{}", std::env::temp_dir().join(format!("{}.ipc", unique(name))).display()),
-        "inproc" => format!("inproc://{}", unique(name)),
-        other => panic!("unknown transport {other}"),
-    }
-}
-
-/// A concrete endpoint nobody has bound. TCP: a port the OS just handed to a throwaway listener.
-fn unbound_endpoint(transport: &str, name: &str) -> String {
-    match transport {
-        "tcp" => {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("throwaway listener");
-            let port = l.local_addr().expect("local addr").port();
-            drop(l);
-            format!("tcp://127.0.0.1:{port}")
-        }
-        _ => endpoint(transport, name),
-    }
-}
-
-async fn run(body: impl Future<Output = ()>) {
-    timeout(TEST_LIMIT, body).await.expect("test exceeded its time limit");
-}
-
-macro_rules! over_transports {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn tcp() {
-                super::run(super::$scenario("tcp")).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ipc() {
-                super::run(super::$scenario("ipc")).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn inproc() {
-                super::run(super::$scenario("inproc")).await
-            }
-        }
-    )*};
-}
+#[macro_use]
+mod common;
+use common::*;
 
 /// For scenarios that need a refused connect (an unbound inproc name is not refused: it waits).
 macro_rules! over_tcp_ipc {

@@ -6,77 +6,15 @@
 //! [`WAIT`]); the only fixed windows are negative checks ("nothing arrives within [`QUIET`]") and the
 //! bounded polling of `/proc/net/tcp` in the keepalive test.
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::timeout;
 use zmtp::{Error, Message, Monitor, MonitorEvent, Socket, SocketType};
 
-/// Hard limit for one test.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Generous limit for something that must happen (only there to avoid hanging).
-const WAIT: Duration = Duration::from_secs(10);
-/// Window for something that must *not* happen.
-const QUIET: Duration = Duration::from_millis(300);
-
-// ---------------------------------------------------------------------------------------------
-// Helpers
-// ---------------------------------------------------------------------------------------------
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn unique(name: &str) -> String {
-    format!("zmtp-options-{}-{}-{}", std::process::id(), name, NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// An endpoint to bind: `tcp://127.0.0.1:*`, `ipc://<tmp>/<unique>.ipc` or `inproc://<unique>`.
-fn endpoint(transport: &str, name: &str) -> String {
-    match transport {
-        "tcp" => "tcp://127.0.0.1:*".to_owned(),
-        "ipc" => format!("ipc://{}", std::env::temp_dir().join(format!("{}.ipc", unique(name))).display()),
-        "inproc" => format!("inproc://{}", unique(name)),
-        other => panic!("unknown transport {other}"),
-    }
-}
-
-/// A concrete endpoint nobody has bound (connect-before-bind, or a dead peer). TCP: a port the OS
-/// just handed out to a throwaway listener.
-fn unbound_endpoint(transport: &str, name: &str) -> String {
-    match transport {
-        "tcp" => {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("throwaway listener");
-            let port = l.local_addr().expect("local addr").port();
-            drop(l);
-            format!("tcp://127.0.0.1:{port}")
-        }
-        _ => endpoint(transport, name),
-    }
-}
-
-async fn run(body: impl Future<Output = ()>) {
-    timeout(TEST_LIMIT, body).await.expect("test exceeded its time limit");
-}
-
-macro_rules! over_transports {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn tcp() {
-                super::run(super::$scenario("tcp")).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ipc() {
-                super::run(super::$scenario("ipc")).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn inproc() {
-                super::run(super::$scenario("inproc")).await
-            }
-        }
-    )*};
-}
+#[macro_use]
+mod common;
+use common::*;
 
 async fn bind(s: &Socket, transport: &str, name: &str) -> String {
     s.bind(&endpoint(transport, name)).await.unwrap_or_else(|e| panic!("bind over {transport} failed: {e}"))
