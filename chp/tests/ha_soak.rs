@@ -14,7 +14,7 @@ use bstar::Side;
 use bytes::Bytes;
 use chp::{Client, ClientOptions, Event, ServerAddress};
 use common::pair::{PairPorts, ServerProc};
-use common::{eventually, step, synced};
+use common::{step, synced};
 use tokio::sync::mpsc;
 
 const CYCLES: usize = 20;
@@ -152,11 +152,34 @@ async fn soak() {
         }
     }
     let survivor = procs[active].as_mut().unwrap();
-    eventually("clients converge", || {
-        let seq = survivor.status().map(|s| s.sequence).unwrap_or(0);
-        clients.iter().all(|c| c.sequence() == seq && c.snapshot().map == want)
+    let converged = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let seq = survivor.status().map(|s| s.sequence).unwrap_or(0);
+            if clients.iter().all(|c| c.sequence() == seq && c.snapshot().map == want) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     })
     .await;
+    if converged.is_err() {
+        // Say exactly what differs before failing: which client, which keys, which sequences.
+        let mut report = format!("survivor status: {:?}\n", survivor.status());
+        let fresh = Client::start(ClientOptions::for_servers(vec![ports.address(sides[active]).clone()])).unwrap();
+        let fresh = tokio::time::timeout(Duration::from_secs(5), synced(fresh)).await;
+        let server_map = fresh.as_ref().ok().map(|f| f.snapshot().map);
+        report += &format!("fresh client on the survivor: {}\n", describe_diff(server_map.as_ref(), &want));
+        for (i, c) in clients.iter().enumerate() {
+            let snap = c.snapshot();
+            report += &format!(
+                "client {i}: sequence {} vs want: {}; vs survivor: {}\n",
+                c.sequence(),
+                describe_diff(Some(&snap.map), &want),
+                describe_diff(Some(&snap.map), server_map.as_ref().unwrap_or(&want))
+            );
+        }
+        panic!("clients did not converge within 10 s after {CYCLES} cycles:\n{report}");
+    }
     let fresh =
         synced(Client::start(ClientOptions::for_servers(vec![ports.address(sides[active]).clone()])).unwrap()).await;
     assert_eq!(fresh.snapshot().map, want, "the survivor holds exactly what the writers were confirmed");
@@ -181,4 +204,20 @@ async fn soak() {
         ms(failover_times[CYCLES / 2]),
         ms(failover_times[CYCLES - 1])
     );
+}
+
+/// The keys on which `got` and `want` differ, at most a few of them, for a failure message.
+fn describe_diff(got: Option<&BTreeMap<Bytes, Bytes>>, want: &BTreeMap<Bytes, Bytes>) -> String {
+    let Some(got) = got else { return "no map".into() };
+    let keys: std::collections::BTreeSet<&Bytes> = got.keys().chain(want.keys()).collect();
+    let differing: Vec<String> = keys
+        .into_iter()
+        .filter(|k| got.get(*k) != want.get(*k))
+        .map(|k| format!("{:?}: {:?} != {:?}", k, got.get(k), want.get(k)))
+        .collect();
+    if differing.is_empty() {
+        "equal".into()
+    } else {
+        format!("{} keys differ, e.g. {:?}", differing.len(), &differing[..differing.len().min(4)])
+    }
 }

@@ -290,7 +290,7 @@ pub fn markdown(
     );
     let _ = writeln!(
         s,
-        "- **Latency**: REQ→REP or DEALER→ROUTER echo of a 64 B message over TCP, after a warm-up of 10% of the count (at least 100, at most 2,000) round trips; every round trip is timed alone, and the one-way figure is half of it (p50 and p99 of those)."
+        "- **Latency**: REQ→REP or DEALER→ROUTER echo of a 64 B message over TCP, after a warm-up of 10% of the count (at least 100, at most 2,000) round trips; every round trip is timed alone, and the one-way figure is half of it (p50 and p99 of those). The raw TCP column of the REQ/REP rows is the floor: the same 64-byte echo on a plain tokio TCP stream (current-thread runtime, no framing, no queues)."
     );
     let _ = writeln!(
         s,

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use smallvec::SmallVec;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -90,6 +89,8 @@ pub(crate) struct Peer {
     pub persistent: bool,
     /// CONNECT_ROUTING_ID given to this connect-side peer (ROUTER).
     pub assigned_routing_id: Option<Bytes>,
+    /// PUB/XPUB: the last send delivered to this peer (see [`State::send_stamp`]).
+    pub sent_stamp: u64,
 }
 
 #[derive(Debug, Default)]
@@ -119,6 +120,8 @@ pub(crate) struct State {
     pub subscriptions: Subscriptions,
     /// PUB/XPUB: every peer's subscriptions.
     pub mtrie: MTrie,
+    /// PUB/XPUB: numbers each send, for [`Peer::sent_stamp`].
+    pub send_stamp: u64,
     pub req: ReqState,
     pub rep: RepState,
     pub closed: bool,
@@ -146,6 +149,15 @@ pub(crate) struct Core {
     pub closed: std::sync::atomic::AtomicBool,
     /// IMMEDIATE, read on every load-balanced send, so kept out of the options lock.
     pub immediate: std::sync::atomic::AtomicBool,
+    /// Options read on every send of PUB/XPUB and ROUTER, mirrored here by their setters.
+    pub hot: HotOptions,
+}
+
+/// Copies of boolean options that the send path reads, so it does not take the options lock.
+#[derive(Debug, Default)]
+pub(crate) struct HotOptions {
+    pub xpub_nodrop: std::sync::atomic::AtomicBool,
+    pub router_mandatory: std::sync::atomic::AtomicBool,
 }
 
 /// What a connection gets when it joins the socket.
@@ -182,6 +194,7 @@ impl Core {
             monitors: Default::default(),
             immediate: Default::default(),
             closed: Default::default(),
+            hot: HotOptions::default(),
         })
     }
 
@@ -215,6 +228,7 @@ impl Core {
             kill,
             persistent,
             assigned_routing_id,
+            sent_stamp: 0,
         };
         state.order.push((id, peer.out.clone()));
         state.peers.insert(id, peer);
@@ -494,7 +508,7 @@ impl Core {
             }
             SocketType::Router => {
                 let rid = msg.pop_front().expect("non-empty");
-                let mandatory = self.options().router_mandatory;
+                let mandatory = self.hot.router_mandatory.load(Ordering::Relaxed);
                 let Some(p) = state.routes.get(&rid).and_then(|id| state.peers.get(id)) else {
                     return if mandatory { Err(Error::HostUnreachable(rid)) } else { Ok(TrySend::Sent) };
                 };
@@ -508,20 +522,32 @@ impl Core {
                 }
             }
             SocketType::Pub | SocketType::XPub => {
-                let mut targets: SmallVec<[PeerId; 16]> = SmallVec::new();
-                state.mtrie.for_each_match(msg.first().expect("non-empty"), |p| targets.push(p));
-                targets.sort_unstable();
-                targets.dedup();
-                let peers = &state.peers;
-                let live = targets.iter().filter_map(|id| peers.get(id)).filter(|p| p.connected);
+                let topic = msg.first().expect("non-empty");
                 // NODROP is honoured by PUB too: libzmq's PUB is an XPUB underneath.
-                if self.options().xpub_nodrop && live.clone().any(|p| !p.out.has_room()) {
-                    return Ok(TrySend::Full(msg));
+                if self.hot.xpub_nodrop.load(Ordering::Relaxed) {
+                    let mut full = false;
+                    state.mtrie.for_each_match(topic, |id| {
+                        full |= state.peers.get(&id).is_some_and(|p| p.connected && !p.out.has_room());
+                    });
+                    if full {
+                        return Ok(TrySend::Full(msg));
+                    }
                 }
+                // A peer subscribed to several matching prefixes gets the message once: each delivery
+                // stamps the peer with this send's number (no per-message list to collect and sort).
+                let State { mtrie, peers, send_stamp, .. } = &mut *state;
+                *send_stamp += 1;
+                let stamp = *send_stamp;
                 // A subscriber at its HWM loses the message (libzmq PUB semantics) unless NODROP.
-                for p in live {
-                    let _ = p.out.try_push(msg.clone());
-                }
+                mtrie.for_each_match(topic, |id| {
+                    if let Some(p) = peers.get_mut(&id)
+                        && p.connected
+                        && p.sent_stamp != stamp
+                    {
+                        p.sent_stamp = stamp;
+                        let _ = p.out.try_push(msg.clone());
+                    }
+                });
                 Ok(TrySend::Sent)
             }
             SocketType::XSub => {
@@ -562,7 +588,7 @@ impl Core {
     /// One non-blocking receive with the socket type's inbound rule.
     pub fn try_recv(&self) -> Result<Option<Message>> {
         self.check_recv()?;
-        while let Some(received) = self.inbox.pop() {
+        while let Some(received) = self.inbox.pop(self.socket_type == SocketType::Router) {
             let mut msg = received.message;
             match self.socket_type {
                 SocketType::Router => {

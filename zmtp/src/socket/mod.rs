@@ -99,6 +99,23 @@ macro_rules! option {
     };
 }
 
+/// An option read on every send: kept in the options (connections copy them) and mirrored in an atomic
+/// of the core, so the send path does not take the options lock.
+macro_rules! hot_option {
+    ($(#[$doc:meta])* $get:ident, $set:ident, $field:ident) => {
+        $(#[$doc])*
+        pub fn $set(&self, value: bool) {
+            let core = &self.inner.core;
+            core.options().$field = value;
+            core.hot.$field.store(value, std::sync::atomic::Ordering::Relaxed);
+        }
+        #[doc = concat!("Current value of the option set by [`Socket::", stringify!($set), "`].")]
+        pub fn $get(&self) -> bool {
+            self.inner.core.hot.$field.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    };
+}
+
 impl Socket {
     /// A new socket of the given type, with libzmq's default options.
     pub fn new(socket_type: SocketType) -> Socket {
@@ -207,6 +224,10 @@ impl Socket {
     /// future loses nothing.
     pub async fn recv(&self) -> Result<Message> {
         let core = &self.inner.core;
+        // Fast path first: registering as a waiter takes the notifier's lock twice, more than a receive.
+        if let Some(ready) = core.try_recv().transpose() {
+            return ready;
+        }
         core.inbox.readable().wait_until(|| core.try_recv().transpose()).await
     }
 
@@ -299,10 +320,10 @@ impl Socket {
     option!(
         /// ZMQ_LINGER: how long closing waits for queued messages (`None` = forever). Default forever.
         linger, set_linger, linger: Option<Duration>);
-    option!(
+    hot_option!(
         /// ZMQ_ROUTER_MANDATORY: unknown routing ids fail with [`Error::HostUnreachable`] and full
         /// peers block instead of dropping. Default off.
-        router_mandatory, set_router_mandatory, router_mandatory: bool);
+        router_mandatory, set_router_mandatory, router_mandatory);
     option!(
         /// ZMQ_ROUTER_HANDOVER: a new peer with a routing id in use takes it over. Default off.
         router_handover, set_router_handover, router_handover: bool);
@@ -351,10 +372,10 @@ impl Socket {
     option!(
         /// ZMQ_XPUB_VERBOSER: pass every subscribe and every unsubscribe to the XPUB application.
         xpub_verboser, set_xpub_verboser, xpub_verboser: bool);
-    option!(
+    hot_option!(
         /// ZMQ_XPUB_NODROP (XPUB and PUB): at a subscriber's HWM, `send` waits (`try_send`: WouldBlock)
         /// instead of dropping.
-        xpub_nodrop, set_xpub_nodrop, xpub_nodrop: bool);
+        xpub_nodrop, set_xpub_nodrop, xpub_nodrop);
     option!(
         /// ZMQ_XPUB_WELCOME_MSG: a message sent to every new subscriber of an XPUB.
         xpub_welcome_msg, set_xpub_welcome_msg, xpub_welcome_msg: Option<Bytes>);

@@ -4,6 +4,9 @@
 //! write, as a batching writer would; `size` if smaller than that); the receiver reads into a buffer of
 //! the same size, timed from the first byte, and reports "messages" of `size` bytes per second so it
 //! lines up with the ZeroMQ rows.
+//!
+//! It is also the floor of the latency rows: the same 64-byte echo over a tokio TCP stream, with no
+//! framing and no queues (the time the kernel and the runtime's wake-ups take on this machine).
 
 use std::time::Instant;
 
@@ -19,9 +22,10 @@ fn write_size(size: usize) -> usize {
 fn main() {
     let cmd = Cmd::from_env();
     common::runtime("ct").block_on(async move {
-        let (size, count) = (cmd.num(1), cmd.num(2));
+        let count = cmd.num(if cmd.mode.starts_with("lat") { 3 } else { 2 });
         match cmd.mode.as_str() {
             "thr-recv" => {
+                let size = cmd.num(1);
                 let l = TcpListener::bind(common::bare_addr(cmd.str(0))).await.unwrap();
                 common::ready();
                 let (mut s, _) = l.accept().await.unwrap();
@@ -38,6 +42,7 @@ fn main() {
                 common::report_thr(count, start.elapsed());
             }
             "thr-send" => {
+                let size = cmd.num(1);
                 let mut s = TcpStream::connect(common::bare_addr(cmd.str(0))).await.unwrap();
                 s.set_nodelay(true).unwrap();
                 let buf = vec![0u8; write_size(size)];
@@ -48,6 +53,36 @@ fn main() {
                     left -= n;
                 }
                 s.shutdown().await.unwrap();
+            }
+            "lat-server" => {
+                let l = TcpListener::bind(common::bare_addr(cmd.str(0))).await.unwrap();
+                common::ready();
+                let (mut s, _) = l.accept().await.unwrap();
+                s.set_nodelay(true).unwrap();
+                let size = cmd.num(2);
+                let mut buf = vec![0u8; size];
+                for _ in 0..count + common::lat_warmup(count) {
+                    s.read_exact(&mut buf).await.unwrap();
+                    s.write_all(&buf).await.unwrap();
+                }
+            }
+            "lat-client" => {
+                let mut s = TcpStream::connect(common::bare_addr(cmd.str(0))).await.unwrap();
+                s.set_nodelay(true).unwrap();
+                let size = cmd.num(2);
+                let mut buf = vec![0u8; size];
+                for _ in 0..common::lat_warmup(count) {
+                    s.write_all(&buf).await.unwrap();
+                    s.read_exact(&mut buf).await.unwrap();
+                }
+                let mut rtts = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let t = Instant::now();
+                    s.write_all(&buf).await.unwrap();
+                    s.read_exact(&mut buf).await.unwrap();
+                    rtts.push(t.elapsed().as_nanos() as u64);
+                }
+                common::report_lat(&mut rtts);
             }
             m => {
                 eprintln!("rawtcp: mode {m} not supported");
