@@ -55,7 +55,10 @@ fn variants() -> Vec<Variant> {
         matches!(r.kind, Kind::Thr { transport: Transport::Tcp | Transport::Ipc, .. })
     }
     fn raw_rows(r: &Row) -> bool {
-        matches!(r.kind, Kind::Thr { transport: Transport::Tcp, size: 65536, .. } | Kind::Lat { dealer_router: false, .. })
+        matches!(
+            r.kind,
+            Kind::Thr { transport: Transport::Tcp, size: 65536, .. } | Kind::Lat { dealer_router: false, .. }
+        )
     }
     vec![
         Variant { name: "zmtp", bin: "bench-zmtp", env: vec![], only: None },
