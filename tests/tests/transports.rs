@@ -131,6 +131,32 @@ async fn inproc_connect_before_bind_and_name_in_use() {
     .unwrap();
 }
 
+/// Two sockets in one process exchange frames as they are: what arrives is the sender's own buffer,
+/// in both directions, with the peer's properties still attached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inproc_passes_frames_without_copying() {
+    tokio::time::timeout(LIMIT, async {
+        let name = format!("inproc://zero-copy-{}", std::process::id());
+        let server = Socket::new(SocketType::Router);
+        server.bind(&name).await.unwrap();
+        let client = Socket::new(SocketType::Dealer);
+        client.set_routing_id("client").unwrap();
+        client.connect(&name).await.unwrap();
+        let big = bytes::Bytes::from(vec![7u8; 1 << 20]);
+        client.send(zmtp::Message::from(vec![big.clone(), bytes::Bytes::from_static(b"tail")])).await.unwrap();
+        let got = server.recv().await.unwrap();
+        assert_eq!(&got[0][..], b"client", "ROUTER sees the routing id from the handshake");
+        assert_eq!(got[1].as_ptr(), big.as_ptr(), "the 1 MiB frame is the sender's buffer, not a copy");
+        assert_eq!(&got[2][..], b"tail");
+        let reply = bytes::Bytes::from(vec![9u8; 4096]);
+        server.send(zmtp::Message::from(vec![got[0].clone(), reply.clone()])).await.unwrap();
+        let back = client.recv().await.unwrap();
+        assert_eq!(back[0].as_ptr(), reply.as_ptr(), "and back the same way");
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_endpoints_are_typed_errors() {
     let s = Socket::new(SocketType::Dealer);

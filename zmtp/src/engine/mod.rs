@@ -1,9 +1,13 @@
 //! One task per connection: handshake, then a reader and a batching writer driven concurrently, with
 //! heartbeats. The engine knows one connection; routing belongs to the socket core.
 
+mod direct;
 mod handshake;
+mod inlet;
 mod reader;
 mod writer;
+
+pub(crate) use inlet::Inlet;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +19,7 @@ use crate::monitor::MonitorEvent;
 use crate::socket::core::Core;
 use crate::socket::inbox::PeerId;
 use crate::transport::Conn;
+use crate::transport::inproc::{InprocConn, Rendezvous};
 
 /// Counts inbound frames so the heartbeat can tell whether the peer said anything since a PING.
 #[derive(Debug, Default)]
@@ -46,8 +51,31 @@ pub(crate) async fn run<C: Conn>(
     kill: CancellationToken,
     info: ConnectionInfo<'_>,
 ) -> Result<(), Arc<ConnectionError>> {
+    run_with(core, slot, conn, None, kill, info).await
+}
+
+/// [`run`] for an inproc connection: ZMTP for the handshake, then the shortcut if the other end is a
+/// socket too.
+pub(crate) async fn run_inproc(
+    core: &Arc<Core>,
+    slot: Option<PeerId>,
+    conn: InprocConn,
+    kill: CancellationToken,
+    info: ConnectionInfo<'_>,
+) -> Result<(), Arc<ConnectionError>> {
+    run_with(core, slot, conn.stream, conn.rendezvous, kill, info).await
+}
+
+async fn run_with<C: Conn>(
+    core: &Arc<Core>,
+    slot: Option<PeerId>,
+    conn: C,
+    rendezvous: Option<Rendezvous>,
+    kill: CancellationToken,
+    info: ConnectionInfo<'_>,
+) -> Result<(), Arc<ConnectionError>> {
     let mut handshaken = false;
-    let result = drive(core, slot, conn, kill, &info, &mut handshaken).await.map_err(Arc::new);
+    let result = drive(core, slot, conn, rendezvous, kill, &info, &mut handshaken).await.map_err(Arc::new);
     if let Err(error) = &result {
         let (endpoint, peer, error) = (info.endpoint.to_owned(), info.peer_addr.to_owned(), error.clone());
         core.monitors.emit(|| match handshaken {
@@ -71,6 +99,7 @@ async fn drive<C: Conn>(
     core: &Arc<Core>,
     slot: Option<PeerId>,
     conn: C,
+    rendezvous: Option<Rendezvous>,
     kill: CancellationToken,
     info: &ConnectionInfo<'_>,
     handshaken: &mut bool,
@@ -100,16 +129,23 @@ async fn drive<C: Conn>(
         endpoint: info.endpoint.to_owned(),
         peer: info.peer_addr.to_owned(),
     });
-    let liveness = Liveness::default();
-    let publisher = matches!(core.socket_type, crate::SocketType::Pub | crate::SocketType::XPub);
-    let (encoder, decoder) = done.cipher.map(|c| c.split()).unzip();
     let properties = crate::message::Properties::of_peer(&done.info, info.peer_addr);
-    let link =
-        reader::Link { core, peer: attached.peer, out: &attached.out, liveness: &liveness, publisher, properties };
-    let result = tokio::select! {
-        r = reader::read_loop(rd, done.read_buf, &opts, link, decoder) => r,
-        w = writer::write_loop(wr, &attached.out, done.minor, &opts, &liveness, encoder) => w,
-        _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+    let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer, properties };
+    let result = match rendezvous {
+        Some(rendezvous) => tokio::select! {
+            r = direct::run(rd, &attached.out, inlet, rendezvous) => r,
+            _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+        },
+        None => {
+            let liveness = Liveness::default();
+            let (encoder, decoder) = done.cipher.map(|c| c.split()).unzip();
+            let link = reader::Link { inlet, out: &attached.out, liveness: &liveness };
+            tokio::select! {
+                r = reader::read_loop(rd, done.read_buf, &opts, link, decoder) => r,
+                w = writer::write_loop(wr, &attached.out, done.minor, &opts, &liveness, encoder) => w,
+                _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+            }
+        }
     };
     let keep = !matches!(&result, Err(e) if e.is_protocol());
     core.detach(attached.peer, keep);

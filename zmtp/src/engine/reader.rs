@@ -2,7 +2,6 @@
 //! in one batch, answer PINGs, and enforce the peer's heartbeat TTL.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -10,11 +9,10 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::codec::Decoder;
 
 use super::Liveness;
+use super::inlet::Inlet;
 use crate::error::ConnectionError;
-use crate::message::{Message, Properties};
+use crate::message::Message;
 use crate::options::Options;
-use crate::socket::core::Core;
-use crate::socket::inbox::PeerId;
 use crate::socket::pipe::{OutPipe, Outbound};
 use crate::wire::curve::CurveDecoder;
 use crate::wire::{Command, FrameCodec};
@@ -33,16 +31,11 @@ const MAX_READ: usize = 256 * 1024;
 /// Frames at least this big count as large.
 const LARGE_FRAME: usize = 8 * 1024;
 
-/// Where the reader delivers: the socket, this connection's peer and pipe, and its properties.
+/// Where the reader delivers, where it queues PONGs, and where it counts frames.
 pub(super) struct Link<'a> {
-    pub core: &'a Arc<Core>,
-    pub peer: PeerId,
+    pub inlet: Inlet,
     pub out: &'a OutPipe,
     pub liveness: &'a Liveness,
-    /// PUB/XPUB: inbound messages are subscriptions.
-    pub publisher: bool,
-    /// Attached to every received message (User-Id, Peer-Address, …).
-    pub properties: Arc<Properties>,
 }
 
 pub(super) async fn read_loop<R: AsyncRead + Unpin>(
@@ -52,7 +45,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
     link: Link<'_>,
     mut decoder: Option<CurveDecoder>,
 ) -> Result<(), ConnectionError> {
-    let Link { core, peer, out, liveness, publisher, properties } = link;
+    let Link { inlet, out, liveness } = link;
     let mut codec = FrameCodec::new(opts.maxmsgsize);
     let mut batch: VecDeque<Message> = VecDeque::new();
     let mut partial = Message::new();
@@ -74,15 +67,8 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
                             ttl = (ttl_deciseconds > 0).then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
                             out.push_command(Outbound::Pong(context));
                         }
-                        Command::Subscribe(topic) if publisher => {
-                            // XPUB delivers notices and data in arrival order: data decoded so far goes first.
-                            core.deliver(peer, &mut batch).await;
-                            core.peer_subscription(peer, &topic, true);
-                        }
-                        Command::Cancel(topic) if publisher => {
-                            core.deliver(peer, &mut batch).await;
-                            core.peer_subscription(peer, &topic, false);
-                        }
+                        Command::Subscribe(topic) => inlet.subscription(&topic, true, &mut batch).await,
+                        Command::Cancel(topic) => inlet.subscription(&topic, false, &mut batch).await,
                         // Anything else after the handshake is ignored (libzmq).
                         _ => {}
                     }
@@ -93,30 +79,14 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
                 if partial.len() > MAX_FRAMES_PER_MESSAGE {
                     return Err(ConnectionError::Refused("message has too many frames"));
                 }
-                if more {
-                    continue;
+                if !more && let Some(subscription) = inlet.message(std::mem::take(&mut partial), &mut batch) {
+                    inlet.subscription_message(subscription, &mut batch).await;
                 }
-                let mut msg = std::mem::take(&mut partial);
-                msg.set_properties(properties.clone());
-                if publisher {
-                    // Subscriptions in the ZMTP 3.0 message form; XPUB passes anything else up, PUB drops it.
-                    if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
-                        core.deliver(peer, &mut batch).await;
-                        core.peer_subscription(peer, &msg[0][1..], msg[0][0] == 1);
-                        continue;
-                    }
-                    if core.socket_type != crate::SocketType::XPub {
-                        continue;
-                    }
-                }
-                batch.push_back(msg);
             }
             Ok(())
         }
         .await;
-        if !batch.is_empty() {
-            core.deliver(peer, &mut batch).await;
-        }
+        inlet.flush(&mut batch).await;
         decoded?;
         if buf.is_empty() && buf.capacity() > 0 && read_size == MIN_READ {
             // Drained after a burst and no longer busy: give the memory back so that idle connections

@@ -115,7 +115,7 @@ async fn run_connection(
             engine::run(core, slot, s, kill, info).await
         }
         Connection::Ipc(s) => engine::run(core, slot, s, kill, info).await,
-        Connection::Inproc(s) => engine::run(core, slot, s, kill, info).await,
+        Connection::Inproc(c) => engine::run_inproc(core, slot, c, kill, info).await,
     }
 }
 

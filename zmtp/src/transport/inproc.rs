@@ -1,4 +1,11 @@
-//! `inproc://`: in-process connections over in-memory duplex streams.
+//! `inproc://`: in-process connections.
+//!
+//! Each connection is an in-memory duplex stream, over which the two sockets run the ZMTP handshake
+//! (socket types, routing ids, security all checked as on any transport), plus a rendezvous: once
+//! handshaken, each end hands the other the place its messages go, and from then on messages move
+//! between the sockets' queues as they are, without framing or copying (libzmq's inproc pipes). The
+//! stream stays open only to tell each end when the other is gone. A raw byte peer
+//! ([`super::inproc_raw_connect`], for tests and fuzzing) gets no rendezvous and is spoken ZMTP to.
 //!
 //! Bind and connect work in either order: a connect to a name nobody has bound yet waits until it is.
 
@@ -6,24 +13,39 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
 use tokio::io::DuplexStream;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 
+use crate::engine::Inlet;
 use crate::error::{Error, Result};
 
 /// In-memory buffer per direction.
 const BUFFER: usize = 256 * 1024;
 
-static REGISTRY: LazyLock<Mutex<HashMap<String, mpsc::UnboundedSender<DuplexStream>>>> =
-    LazyLock::new(Default::default);
+/// One end of an inproc connection.
+pub(crate) struct InprocConn {
+    pub stream: DuplexStream,
+    /// How the two ends swap inlets after the handshake; `None` when the other end is a raw stream.
+    pub rendezvous: Option<Rendezvous>,
+}
+
+/// Each end sends its own [`Inlet`] and receives the other's.
+pub(crate) struct Rendezvous {
+    pub ours: oneshot::Sender<Inlet>,
+    pub theirs: oneshot::Receiver<Inlet>,
+}
+
+type Registry = HashMap<String, mpsc::UnboundedSender<InprocConn>>;
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Default::default);
 static BOUND: LazyLock<Notify> = LazyLock::new(Notify::new);
 
-fn registry() -> std::sync::MutexGuard<'static, HashMap<String, mpsc::UnboundedSender<DuplexStream>>> {
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub(crate) struct InprocListener {
     name: String,
-    incoming: mpsc::UnboundedReceiver<DuplexStream>,
+    incoming: mpsc::UnboundedReceiver<InprocConn>,
 }
 
 pub(super) fn bind(name: &str) -> Result<InprocListener> {
@@ -39,7 +61,7 @@ pub(super) fn bind(name: &str) -> Result<InprocListener> {
 }
 
 impl InprocListener {
-    pub async fn accept(&mut self) -> std::io::Result<DuplexStream> {
+    pub async fn accept(&mut self) -> std::io::Result<InprocConn> {
         self.incoming.recv().await.ok_or_else(|| std::io::ErrorKind::NotConnected.into())
     }
 }
@@ -55,7 +77,9 @@ impl Drop for InprocListener {
     }
 }
 
-pub(super) async fn connect(name: &str) -> DuplexStream {
+/// Connects to `name`, waiting until it is bound. With `raw`, the other end gets no rendezvous and
+/// speaks ZMTP over the stream throughout.
+pub(super) async fn connect(name: &str, raw: bool) -> InprocConn {
     loop {
         let notified = BOUND.notified();
         tokio::pin!(notified);
@@ -64,8 +88,15 @@ pub(super) async fn connect(name: &str) -> DuplexStream {
             let mut reg = registry();
             if let Some(tx) = reg.get(name) {
                 let (ours, theirs) = tokio::io::duplex(BUFFER);
-                if tx.send(theirs).is_ok() {
-                    return ours;
+                let (ours_rendezvous, theirs_rendezvous) = if raw {
+                    (None, None)
+                } else {
+                    let (a_tx, a_rx) = oneshot::channel();
+                    let (b_tx, b_rx) = oneshot::channel();
+                    (Some(Rendezvous { ours: a_tx, theirs: b_rx }), Some(Rendezvous { ours: b_tx, theirs: a_rx }))
+                };
+                if tx.send(InprocConn { stream: theirs, rendezvous: theirs_rendezvous }).is_ok() {
+                    return InprocConn { stream: ours, rendezvous: ours_rendezvous };
                 }
                 reg.remove(name);
             }

@@ -1,7 +1,8 @@
 //! Transports: endpoint parsing, listeners and connectors for `tcp://`, `ipc://` and `inproc://`.
 //!
 //! Each transport yields a byte stream split into a read half and a write half; the engine runs ZMTP
-//! over those halves and never knows which transport it is on.
+//! over those halves and never knows which transport it is on (inproc adds a rendezvous that lets two
+//! handshaken sockets pass messages directly; see [`inproc`]).
 
 mod endpoint;
 pub(crate) mod inproc;
@@ -58,7 +59,7 @@ pub(crate) enum Listener {
 pub(crate) enum Connection {
     Tcp(tokio::net::TcpStream),
     Ipc(tokio::net::UnixStream),
-    Inproc(tokio::io::DuplexStream),
+    Inproc(inproc::InprocConn),
 }
 
 impl Listener {
@@ -95,7 +96,7 @@ impl Listener {
 /// fuzzing and hostile-peer tests that must speak bytes to a real socket. Waits until the name is bound.
 #[doc(hidden)]
 pub async fn inproc_raw_connect(name: &str) -> tokio::io::DuplexStream {
-    inproc::connect(name).await
+    inproc::connect(name, true).await.stream
 }
 
 /// Connects once (inproc: waits until the name is bound).
@@ -107,6 +108,6 @@ pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(Connection,
             Ok((Connection::Tcp(s), peer))
         }
         Endpoint::Ipc(path) => Ok((Connection::Ipc(tokio::net::UnixStream::connect(path).await?), String::new())),
-        Endpoint::Inproc(name) => Ok((Connection::Inproc(inproc::connect(name).await), String::new())),
+        Endpoint::Inproc(name) => Ok((Connection::Inproc(inproc::connect(name, false).await), String::new())),
     }
 }

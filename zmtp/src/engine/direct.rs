@@ -1,0 +1,70 @@
+//! The inproc shortcut: after the handshake, two sockets in one process pass whole messages between
+//! their queues. Each end runs this in place of its reader and writer: it drains its own outbound
+//! pipe straight into the other socket's inbound queue (HWMs of both ends apply, as libzmq's inproc
+//! pipes add them), and watches the stream only to learn that the other end is gone.
+
+use std::collections::VecDeque;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::inlet::Inlet;
+use crate::error::ConnectionError;
+use crate::socket::pipe::{OutPipe, Outbound};
+use crate::transport::inproc::Rendezvous;
+
+/// Swaps inlets with the other end, then forwards until either end stops.
+pub(super) async fn run<R: AsyncRead + Unpin>(
+    mut rd: R,
+    out: &OutPipe,
+    ours: Inlet,
+    rendezvous: Rendezvous,
+) -> Result<(), ConnectionError> {
+    // If the other end is already gone, its receiver is dropped and the stream ends below.
+    let _ = rendezvous.ours.send(ours);
+    let theirs = tokio::select! {
+        theirs = rendezvous.theirs => theirs.map_err(|_| ConnectionError::PeerClosed)?,
+        end = other_end_gone(&mut rd) => return Err(end),
+    };
+    tokio::select! {
+        done = forward(out, &theirs) => done,
+        end = other_end_gone(&mut rd) => Err(end),
+    }
+}
+
+/// Moves everything queued for the other end into its socket, batch by batch, until this socket
+/// closes and its queue is empty.
+async fn forward(out: &OutPipe, to: &Inlet) -> Result<(), ConnectionError> {
+    let mut items = VecDeque::new();
+    let mut batch = VecDeque::new();
+    loop {
+        out.wait_for_work().await;
+        let more = out.drain(&mut items);
+        for item in items.drain(..) {
+            match item {
+                Outbound::Message(msg) => {
+                    if let Some(subscription) = to.message(msg, &mut batch) {
+                        to.subscription_message(subscription, &mut batch).await;
+                    }
+                }
+                Outbound::Subscribe(topic, subscribe) => to.subscription(&topic, subscribe, &mut batch).await,
+                // No heartbeats on inproc, so no PINGs to answer.
+                Outbound::Pong(_) => {}
+            }
+        }
+        to.flush(&mut batch).await;
+        if !more {
+            return Ok(());
+        }
+    }
+}
+
+/// Resolves when the other end has dropped its stream. It never writes once it has handshaken, so
+/// any byte is a broken peer.
+async fn other_end_gone<R: AsyncRead + Unpin>(rd: &mut R) -> ConnectionError {
+    let mut byte = [0u8; 1];
+    match rd.read(&mut byte).await {
+        Ok(0) => ConnectionError::PeerClosed,
+        Ok(_) => ConnectionError::Refused("inproc peer wrote after the handshake"),
+        Err(e) => e.into(),
+    }
+}

@@ -1,0 +1,64 @@
+//! Where a connection's inbound messages go: the socket's core, as one of its peers. Shared by the
+//! ZMTP reader and the inproc shortcut, so both apply the same rules (PUB/XPUB take subscriptions from
+//! the stream, in arrival order with the data; PUB drops anything else).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::message::{Message, Properties};
+use crate::socket::core::Core;
+use crate::socket::inbox::PeerId;
+use crate::wire::SocketType;
+
+/// The receiving side of one connection.
+pub(crate) struct Inlet {
+    pub core: Arc<Core>,
+    pub peer: PeerId,
+    /// Attached to every received message (User-Id, Peer-Address, …).
+    pub properties: Arc<Properties>,
+}
+
+impl Inlet {
+    fn publisher(&self) -> bool {
+        matches!(self.core.socket_type, SocketType::Pub | SocketType::XPub)
+    }
+
+    /// A whole message from the peer, queued in `batch`. A subscription in message form (PUB/XPUB) is
+    /// handed back for [`Inlet::subscription_message`]: the common case stays a plain function call.
+    #[inline(always)] // the per-message hot path of every reader: not inlining it cost 6% at 64 B
+    pub fn message(&self, mut msg: Message, batch: &mut VecDeque<Message>) -> Option<Message> {
+        msg.set_properties(self.properties.clone());
+        if self.publisher() {
+            // Subscriptions in the ZMTP 3.0 message form; XPUB passes anything else up, PUB drops it.
+            if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
+                return Some(msg);
+            }
+            if self.core.socket_type != SocketType::XPub {
+                return None;
+            }
+        }
+        batch.push_back(msg);
+        None
+    }
+
+    /// Applies a subscription that [`Inlet::message`] handed back.
+    pub async fn subscription_message(&self, msg: Message, batch: &mut VecDeque<Message>) {
+        self.subscription(&msg[0][1..], msg[0][0] == 1, batch).await;
+    }
+
+    /// A SUBSCRIBE/CANCEL from the peer; ignored unless this socket publishes.
+    pub async fn subscription(&self, topic: &[u8], subscribe: bool, batch: &mut VecDeque<Message>) {
+        if self.publisher() {
+            // XPUB delivers notices and data in arrival order: data received so far goes first.
+            self.flush(batch).await;
+            self.core.peer_subscription(self.peer, topic, subscribe);
+        }
+    }
+
+    /// Hands `batch` to the socket; parks while the peer's inbound queue is at RCVHWM.
+    pub async fn flush(&self, batch: &mut VecDeque<Message>) {
+        if !batch.is_empty() {
+            self.core.deliver(self.peer, batch).await;
+        }
+    }
+}
