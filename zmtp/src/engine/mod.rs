@@ -122,15 +122,22 @@ async fn drive<C: Conn>(
         _ = kill.cancelled() => return Err(ConnectionError::SocketClosed),
         _ = abandoned_on_close(core, slot) => return Err(ConnectionError::SocketClosed),
     };
-    tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?done.info.socket_type, minor = done.minor, "handshake complete");
-    let attached = core.attach(slot, &done.info, done.minor, kill.clone())?;
+    let handshake::Handshaken { info: peer_info, minor, read_buf, cipher } = done;
+    // In a block of its own, so the peer's metadata is freed now rather than kept for the connection's
+    // lifetime in its task.
+    let (attached, inlet) = {
+        let peer_info = peer_info;
+        tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?peer_info.socket_type, minor, "handshake complete");
+        let attached = core.attach(slot, &peer_info, minor, kill.clone())?;
+        let properties = crate::message::Properties::of_peer(&peer_info, info.peer_addr);
+        let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer, properties };
+        (attached, inlet)
+    };
     *handshaken = true;
     core.monitors.emit(|| MonitorEvent::HandshakeSucceeded {
         endpoint: info.endpoint.to_owned(),
         peer: info.peer_addr.to_owned(),
     });
-    let properties = crate::message::Properties::of_peer(&done.info, info.peer_addr);
-    let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer, properties };
     let result = match rendezvous {
         Some(rendezvous) => tokio::select! {
             r = direct::run(rd, &attached.out, inlet, rendezvous) => r,
@@ -138,11 +145,11 @@ async fn drive<C: Conn>(
         },
         None => {
             let liveness = Liveness::default();
-            let (encoder, decoder) = done.cipher.map(|c| c.split()).unzip();
+            let (encoder, decoder) = cipher.map(|c| c.split()).unzip();
             let link = reader::Link { inlet, out: &attached.out, liveness: &liveness };
             tokio::select! {
-                r = reader::read_loop(rd, done.read_buf, &opts, link, decoder) => r,
-                w = writer::write_loop(wr, &attached.out, done.minor, &opts, &liveness, encoder) => w,
+                r = reader::read_loop(rd, read_buf, &opts, link, decoder) => r,
+                w = writer::write_loop(wr, &attached.out, minor, &opts, &liveness, encoder) => w,
                 _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
             }
         }

@@ -50,6 +50,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
     let mut batch: VecDeque<Message> = VecDeque::new();
     let mut partial = Message::new();
     let mut ttl: Option<Duration> = None;
+    let mut ttl_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     let mut read_size = MIN_READ;
     let mut large_frames = false;
     loop {
@@ -67,8 +68,9 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
                             ttl = (ttl_deciseconds > 0).then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
                             out.push_command(Outbound::Pong(context));
                         }
-                        Command::Subscribe(topic) => inlet.subscription(&topic, true, &mut batch).await,
-                        Command::Cancel(topic) => inlet.subscription(&topic, false, &mut batch).await,
+                        // Boxed, as every rare path that waits: inline, its state would sit in every task.
+                        Command::Subscribe(topic) => Box::pin(inlet.subscription(&topic, true, &mut batch)).await,
+                        Command::Cancel(topic) => Box::pin(inlet.subscription(&topic, false, &mut batch)).await,
                         // Anything else after the handshake is ignored (libzmq).
                         _ => {}
                     }
@@ -80,7 +82,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
                     return Err(ConnectionError::Refused("message has too many frames"));
                 }
                 if !more && let Some(subscription) = inlet.message(std::mem::take(&mut partial), &mut batch) {
-                    inlet.subscription_message(subscription, &mut batch).await;
+                    Box::pin(inlet.subscription_message(subscription, &mut batch)).await;
                 }
             }
             Ok(())
@@ -98,7 +100,16 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
         }
         let read = rd.read_buf(&mut buf);
         let n = match ttl {
-            Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| ConnectionError::HeartbeatTimeout)??,
+            Some(limit) => {
+                // One timer per connection, on the heap: inline it would sit in every idle task.
+                let deadline = tokio::time::Instant::now() + limit;
+                let timer = ttl_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                timer.as_mut().reset(deadline);
+                tokio::select! {
+                    n = read => n?,
+                    _ = timer.as_mut() => return Err(ConnectionError::HeartbeatTimeout),
+                }
+            }
             None => read.await?,
         };
         if n == 0 {

@@ -4,11 +4,11 @@
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::time::Duration;
+use std::pin::Pin;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::Liveness;
 use crate::error::ConnectionError;
@@ -39,29 +39,41 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
     let heartbeat = (!opts.heartbeat_ivl.is_zero()).then_some(opts.heartbeat_ivl);
     let timeout = opts.heartbeat_timeout.unwrap_or(opts.heartbeat_ivl);
     let ttl_deciseconds = (opts.heartbeat_ttl.as_millis() / 100).min(u16::MAX as u128) as u16;
-    let far = Instant::now() + Duration::from_secs(86400 * 365);
-    let mut next_ping = heartbeat.map_or(far, |ivl| Instant::now() + ivl);
+    let mut next_ping = heartbeat.map_or_else(Instant::now, |ivl| Instant::now() + ivl);
     // After a PING: (deadline, frames seen when it was sent).
     let mut awaiting: Option<(Instant, u64)> = None;
+    // One timer for the next PING and the deadline of the last one, on the heap and only with a
+    // heartbeat: inline, two timers were a quarter of every idle connection's task.
+    let mut timer: Option<Pin<Box<Sleep>>> = heartbeat.map(|_| Box::pin(tokio::time::sleep_until(next_ping)));
     loop {
-        let deadline = awaiting.map_or(far, |(at, _)| at);
-        tokio::select! {
-            _ = out.wait_for_work() => {}
-            _ = tokio::time::sleep_until(next_ping) => {
-                let ivl = heartbeat.expect("ping timer only armed with a heartbeat");
-                let ping = Command::Ping { ttl_deciseconds, context: Bytes::new() };
-                encode_command(&ping, encoder.as_mut(), &mut buf)?;
-                next_ping = Instant::now() + ivl;
-                if awaiting.is_none() {
-                    awaiting = Some((Instant::now() + timeout, liveness.frames()));
+        let fired = tokio::select! {
+            _ = out.wait_for_work() => false,
+            _ = async {
+                match timer.as_mut() {
+                    Some(t) => t.as_mut().await,
+                    None => std::future::pending().await,
                 }
-            }
-            _ = tokio::time::sleep_until(deadline) => {
-                let (_, seen) = awaiting.take().expect("deadline only armed after a PING");
+            } => true,
+        };
+        if let (true, Some(ivl), Some(t)) = (fired, heartbeat, timer.as_mut()) {
+            let now = Instant::now();
+            if let Some((at, seen)) = awaiting
+                && now >= at
+            {
                 if liveness.frames() == seen {
                     return Err(ConnectionError::HeartbeatTimeout);
                 }
+                awaiting = None;
             }
+            if now >= next_ping {
+                let ping = Command::Ping { ttl_deciseconds, context: Bytes::new() };
+                encode_command(&ping, encoder.as_mut(), &mut buf)?;
+                next_ping = now + ivl;
+                if awaiting.is_none() {
+                    awaiting = Some((now + timeout, liveness.frames()));
+                }
+            }
+            t.as_mut().reset(awaiting.map_or(next_ping, |(at, _)| at.min(next_ping)));
         }
         if let Some((_, seen)) = awaiting
             && liveness.frames() != seen

@@ -377,7 +377,8 @@ impl Core {
         while !batch.is_empty() {
             match self.inbox.push(peer, batch) {
                 Pushed::All => return,
-                Pushed::Full(wake) => wake.notified().await,
+                // Boxed: parking is rare, and inline the `Notified` would sit in every connection's task.
+                Pushed::Full(wake) => Box::pin(wake.notified()).await,
             }
         }
     }
