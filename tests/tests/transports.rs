@@ -148,10 +148,12 @@ async fn inproc_passes_frames_without_copying() {
         assert_eq!(&got[0][..], b"client", "ROUTER sees the routing id from the handshake");
         assert_eq!(got[1].as_ptr(), big.as_ptr(), "the 1 MiB frame is the sender's buffer, not a copy");
         assert_eq!(&got[2][..], b"tail");
+        assert_eq!(got.property("Socket-Type"), Some("DEALER"), "the handshake's properties come along");
         let reply = bytes::Bytes::from(vec![9u8; 4096]);
         server.send(zmtp::Message::from(vec![got[0].clone(), reply.clone()])).await.unwrap();
         let back = client.recv().await.unwrap();
         assert_eq!(back[0].as_ptr(), reply.as_ptr(), "and back the same way");
+        assert_eq!(back.property("Socket-Type"), Some("ROUTER"));
     })
     .await
     .unwrap();

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::message::{Message, Properties};
+use crate::message::Message;
 use crate::socket::core::Core;
 use crate::socket::inbox::PeerId;
 use crate::wire::SocketType;
@@ -14,8 +14,6 @@ use crate::wire::SocketType;
 pub(crate) struct Inlet {
     pub core: Arc<Core>,
     pub peer: PeerId,
-    /// Attached to every received message (User-Id, Peer-Address, …).
-    pub properties: Arc<Properties>,
 }
 
 impl Inlet {
@@ -26,8 +24,7 @@ impl Inlet {
     /// A whole message from the peer, queued in `batch`. A subscription in message form (PUB/XPUB) is
     /// handed back for [`Inlet::subscription_message`]: the common case stays a plain function call.
     #[inline(always)] // the per-message hot path of every reader: not inlining it cost 6% at 64 B
-    pub fn message(&self, mut msg: Message, batch: &mut VecDeque<Message>) -> Option<Message> {
-        msg.set_properties(self.properties.clone());
+    pub fn message(&self, msg: Message, batch: &mut VecDeque<Message>) -> Option<Message> {
         if self.publisher() {
             // Subscriptions in the ZMTP 3.0 message form; XPUB passes anything else up, PUB drops it.
             if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {

@@ -129,8 +129,8 @@ async fn drive<C: Conn>(
         let peer_info = peer_info;
         tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?peer_info.socket_type, minor, "handshake complete");
         let attached = core.attach(slot, &peer_info, minor, kill.clone())?;
-        let properties = crate::message::Properties::of_peer(&peer_info, info.peer_addr);
-        let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer, properties };
+        core.inbox.set_properties(attached.peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));
+        let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer };
         (attached, inlet)
     };
     *handshaken = true;

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 
 use super::core::Waiters;
 use super::subscriptions::Subscriptions;
-use crate::message::Message;
+use crate::message::{Message, Properties};
 
 pub(crate) type PeerId = u64;
 
@@ -51,6 +51,9 @@ struct PeerQueue {
     detached: bool,
     /// CONFLATE: only the newest message is kept.
     conflate: bool,
+    /// The connection's properties (User-Id, Peer-Address, …), attached to each message as it is
+    /// taken: here, the reference count is touched by the receiving thread only.
+    properties: Option<Arc<Properties>>,
 }
 
 #[derive(Debug, Default)]
@@ -105,6 +108,7 @@ impl Inbox {
             reader_waiting: false,
             detached: false,
             conflate,
+            properties: None,
         };
         self.lock().queues.insert(peer, queue);
     }
@@ -185,9 +189,12 @@ impl Inbox {
             let Some(q) = queues.get_mut(&peer) else {
                 continue;
             };
-            let Some(message) = q.messages.pop_front() else {
+            let Some(mut message) = q.messages.pop_front() else {
                 continue;
             };
+            if let Some(properties) = &q.properties {
+                message.set_properties(properties.clone());
+            }
             // Wake a parked reader once half the queue is free (libzmq's low-water mark), not per message.
             if q.reader_waiting && (q.hwm == 0 || q.messages.len() <= q.hwm / 2) {
                 q.reader_waiting = false;
@@ -206,6 +213,13 @@ impl Inbox {
             }
         }
         None
+    }
+
+    /// The properties of the peer's current connection, for the messages taken from now on.
+    pub fn set_properties(&self, peer: PeerId, properties: Arc<Properties>) {
+        if let Some(q) = self.lock().queues.get_mut(&peer) {
+            q.properties = Some(properties);
+        }
     }
 
     pub fn set_routing_id(&self, peer: PeerId, routing_id: Bytes) {
