@@ -767,6 +767,63 @@ async fn failover_replaces_the_client_map_and_drops_unacknowledged_sets() {
     .await;
 }
 
+/// A server killed between echoing a KVSET to its clients and passing it to its peer leaves a write
+/// the client saw confirmed but the new server never got (found by the soak test). After the
+/// failover the client sends that write again, with its UUID, and the new server's echo puts it back
+/// in every map. A key someone else changed since is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmed_write_the_new_server_never_got_is_sent_again() {
+    bounded(async {
+        let (a, b) = (Fake::bind().await, Fake::bind().await);
+        let options = ClientOptions::for_servers(vec![a.address.clone(), b.address.clone()])
+            .server_ttl(Duration::from_millis(300))
+            .set_timing(Duration::from_millis(200), Duration::from_secs(10));
+        let client = Client::start(options).unwrap();
+        let mut events = client.events();
+        let (id, _) = a.await_icanhaz().await;
+        a.reply(&id, &[("/mine", "1"), ("/theirs", "x")], 10).await;
+        step("sync", client.synced()).await.unwrap();
+        // Two writes, both echoed (confirmed) by A.
+        for (key, value, sequence) in [("/mine", "2", 11), ("/theirs", "y", 12)] {
+            let set = tokio::spawn({
+                let client = client.clone();
+                async move { client.set(key, value, None).await }
+            });
+            let sent = step("KVSET at A", a.collector.recv()).await.unwrap();
+            let mut echo = chp::KvMsg::parse(sent.frames()).unwrap();
+            echo.sequence = sequence;
+            a.publisher.send(echo.to_message()).await.unwrap();
+            assert_eq!(step("confirmed by A", set).await.unwrap(), Ok(Some(sequence)));
+        }
+        assert_eq!(client.snapshot().map, map(&[("/mine", "2"), ("/theirs", "y")]));
+
+        // A dies. B never got "/mine" = 2 (it holds the value from before it), and "/theirs" was
+        // changed by another client since.
+        while b.collector.try_recv().is_ok() {}
+        let (id, _) = b.await_icanhaz().await;
+        b.reply(&id, &[("/mine", "1"), ("/theirs", "z")], 5).await;
+        wait_event(&mut events, |e| matches!(e, Event::Failover { .. })).await;
+        let resent = loop {
+            let msg = step("the lost write at B", b.collector.recv()).await.unwrap();
+            if msg[0] == "/mine" {
+                break chp::KvMsg::parse(msg.frames()).unwrap();
+            }
+            assert_ne!(msg[0], "/theirs", "another client's newer value is not overwritten");
+        };
+        assert_eq!(resent.body, "2");
+        assert!(resent.uuid.is_some(), "sent with its UUID, so a server that has it drops it");
+        let mut echo = resent.clone();
+        echo.sequence = 6;
+        b.publisher.send(echo.to_message()).await.unwrap();
+        eventually("the write is back in the map", || client.get("/mine").as_deref() == Some(&b"2"[..])).await;
+        assert_eq!(client.snapshot().map, map(&[("/mine", "2"), ("/theirs", "z")]));
+        assert_eq!(client.sequence(), 6);
+        assert!(b.collector.try_recv().is_err(), "nothing else was sent again");
+        client.close().await;
+    })
+    .await;
+}
+
 /// Bug 12: nothing from a server the client left reaches it. A server that sends HUGZ but never
 /// a snapshot (a passive one) does not hold the client: it asks again on the same socket, then
 /// moves on; that server's late answer to the old socket never arrives; coming back later, the

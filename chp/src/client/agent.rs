@@ -22,6 +22,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use zmtp::{ConnectionError, Message, Monitor, MonitorEvent, Socket, SocketType};
 
+use super::recent::RecentWrites;
 use super::replica::Outcome;
 use super::{ClientError, ClientOptions, Command, Event, GapPolicy, Shared, Status};
 use crate::address::ServerAddress;
@@ -90,6 +91,8 @@ pub(super) struct Agent {
     lost: Option<(ServerAddress, Instant)>,
     /// A sync has completed before (so the next one is a re-sync).
     synced_before: bool,
+    /// Our writes confirmed lately, to send again if a failover lost them.
+    recent: RecentWrites,
 }
 
 impl Agent {
@@ -101,6 +104,7 @@ impl Agent {
         commands: mpsc::Receiver<Command>,
         close: watch::Receiver<bool>,
     ) -> Agent {
+        let recent_window = options.server_ttl * 4;
         let mut groups: Vec<(Option<[u8; 32]>, Vec<usize>)> = Vec::new();
         for (i, server) in options.servers.iter().enumerate() {
             let key = options.curve.as_ref().and_then(|c| c.key_of(server));
@@ -142,6 +146,9 @@ impl Agent {
             last_message: None,
             lost: None,
             synced_before: false,
+            // A lost write was confirmed shortly before its server died; the failover that reveals
+            // it follows within a server ttl or two.
+            recent: RecentWrites::new(recent_window),
         }
     }
 
@@ -486,9 +493,11 @@ impl Agent {
                     self.emit(Event::Synced { server: server.clone(), sequence: end.sequence, keys });
                 }
                 tracing::info!(server = %server, sequence = end.sequence, keys, queued = queued.len(), "synced");
+                let mut failed_over = false;
                 if let Some((from, last_heard)) = self.lost.take()
                     && from != *server
                 {
+                    failed_over = true;
                     let outage = last_heard.elapsed();
                     tracing::info!(from = %from, to = %server, ?outage, "failed over");
                     self.emit(Event::Failover { from, to: server.clone(), sequence: end.sequence, keys, outage });
@@ -500,6 +509,9 @@ impl Agent {
                 }
                 if self.synced_before {
                     self.confirm_from_snapshot(end.sequence);
+                }
+                if failed_over {
+                    self.resend_lost_writes();
                 }
                 self.synced_before = true;
                 self.refused.clear();
@@ -514,8 +526,13 @@ impl Agent {
     fn apply(&mut self, msg: KvMsg) -> Option<End> {
         let (uuid, sequence) = (msg.uuid, msg.sequence);
         let check_gaps = self.options.subtree.is_all();
+        let ours = uuid.is_some_and(|u| self.pending.contains_key(&u));
+        let mut before = None;
         let outcome = {
             let mut replica = self.shared.replica_mut();
+            if ours {
+                before = replica.map.get(&msg.key).cloned();
+            }
             let outcome = replica.apply(msg, &self.options.subtree, check_gaps);
             if let Outcome::Applied(event) = &outcome {
                 // Sent under the lock, so `Client::watch` gets an exact cut.
@@ -526,6 +543,9 @@ impl Agent {
         // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
         if let Some(p) = uuid.and_then(|u| self.pending.remove(&u)) {
             let _ = p.reply.send(Ok(Some(sequence)));
+            if matches!(outcome, Outcome::Applied(_)) {
+                self.recent.confirmed(p.msg, before, Instant::now());
+            }
         }
         match outcome {
             Outcome::Applied(_) | Outcome::Stale | Outcome::OutsideSubtree => None,
@@ -568,6 +588,28 @@ impl Agent {
                 tracing::debug!(key = %p.msg.key.escape_ascii(), "set confirmed by the snapshot");
                 let _ = p.reply.send(Ok(Some(sequence)));
             }
+        }
+    }
+
+    /// After a failover: our writes the lost server confirmed but the new one never applied (it was
+    /// killed between echoing them to us and passing them to its peer) go out again.
+    fn resend_lost_writes(&mut self) {
+        let now = Instant::now();
+        let lost = {
+            let replica = self.shared.replica();
+            self.recent.lost(&replica.map, now)
+        };
+        for msg in lost {
+            let Some(uuid) = msg.uuid else { continue };
+            if self.pending.contains_key(&uuid) {
+                continue;
+            }
+            tracing::warn!(key = %msg.key.escape_ascii(), "a write the lost server confirmed is missing on the new one: sending it again");
+            // Nobody waits for this confirmation: the write was confirmed once already.
+            let (reply, _) = oneshot::channel();
+            let deadline = now + self.options.set_timeout;
+            self.pending.insert(uuid, PendingSet { msg, reply, sent: None, deadline });
+            self.schedule_set_check(deadline);
         }
     }
 

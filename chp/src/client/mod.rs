@@ -44,6 +44,7 @@
 //! ```
 
 mod agent;
+mod recent;
 mod replica;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,151 @@
+//! Our own writes that a server confirmed, kept for a short while.
+//!
+//! A pair server echoes a KVSET to its subscribers and its passive peer in separate writes; killed
+//! between them, it leaves a write that this client saw confirmed but the peer never got (the copy we
+//! publish to the peer directly can be lost too, while our connection to a restarted peer is not yet
+//! up). After the failover the new server's snapshot shows the key as it was *before* the write. Such
+//! a write is sent again, so a confirmed write survives the loss of the server that confirmed it.
+//!
+//! A key that holds a value other than what it held before our write (another client's newer write)
+//! is left alone: only the exact "never applied" case is repaired.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use crate::kvmsg::KvMsg;
+
+/// Values a key held before our writes to it, kept per key.
+const EARLIER_VALUES: usize = 32;
+/// Keys remembered before entries older than the window are swept out.
+const SWEEP_AT: usize = 4096;
+
+#[derive(Debug)]
+struct Recent {
+    /// The latest write of ours to this key that a server confirmed.
+    msg: KvMsg,
+    /// What the key held before each of our confirmed writes within the window (`None` = absent).
+    earlier: VecDeque<Option<Bytes>>,
+    confirmed: Instant,
+}
+
+/// Confirmed writes of the last `window`.
+#[derive(Debug)]
+pub(crate) struct RecentWrites {
+    by_key: HashMap<Bytes, Recent>,
+    window: Duration,
+}
+
+impl RecentWrites {
+    pub fn new(window: Duration) -> Self {
+        RecentWrites { by_key: HashMap::new(), window }
+    }
+
+    /// A server confirmed `msg` (ours); the key held `before` until then.
+    pub fn confirmed(&mut self, msg: KvMsg, before: Option<Bytes>, now: Instant) {
+        if self.by_key.len() >= SWEEP_AT {
+            self.sweep(now);
+        }
+        let fresh = |r: &Recent| now.duration_since(r.confirmed) <= self.window;
+        let mut earlier = match self.by_key.remove(&msg.key) {
+            Some(r) if fresh(&r) => r.earlier,
+            _ => VecDeque::new(),
+        };
+        if earlier.len() == EARLIER_VALUES {
+            earlier.pop_front();
+        }
+        earlier.push_back(before);
+        self.by_key.insert(msg.key.clone(), Recent { msg, earlier, confirmed: now });
+    }
+
+    /// The writes that `map` (a new server's snapshot) shows as never applied: the key still holds a
+    /// value it had before them. They are forgotten here; sent again, they are confirmed anew.
+    pub fn lost(&mut self, map: &BTreeMap<Bytes, Bytes>, now: Instant) -> Vec<KvMsg> {
+        self.sweep(now);
+        let missing: Vec<Bytes> = self
+            .by_key
+            .iter()
+            .filter(|(key, r)| {
+                let held = map.get(*key);
+                let wanted = (!r.msg.is_delete()).then_some(&r.msg.body);
+                held != wanted && r.earlier.iter().any(|before| before.as_ref() == held)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        missing.into_iter().filter_map(|key| self.by_key.remove(&key)).map(|r| r.msg).collect()
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        let window = self.window;
+        self.by_key.retain(|_, r| now.duration_since(r.confirmed) <= window);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(key: &str, value: &str) -> KvMsg {
+        KvMsg {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            sequence: 0,
+            uuid: None,
+            properties: Default::default(),
+            body: Bytes::copy_from_slice(value.as_bytes()),
+        }
+    }
+    fn map(entries: &[(&str, &str)]) -> BTreeMap<Bytes, Bytes> {
+        entries
+            .iter()
+            .map(|(k, v)| (Bytes::copy_from_slice(k.as_bytes()), Bytes::copy_from_slice(v.as_bytes())))
+            .collect()
+    }
+    fn b(v: &str) -> Option<Bytes> {
+        Some(Bytes::copy_from_slice(v.as_bytes()))
+    }
+
+    #[test]
+    fn a_write_the_new_server_never_applied_is_returned_once() {
+        let now = Instant::now();
+        let mut r = RecentWrites::new(Duration::from_secs(10));
+        r.confirmed(set("/k", "2"), b("1"), now);
+        r.confirmed(set("/j", "b"), None, now);
+        assert!(r.lost(&map(&[("/k", "2"), ("/j", "b")]), now).is_empty(), "both applied");
+        r.confirmed(set("/k", "3"), b("2"), now);
+        let lost = r.lost(&map(&[("/k", "2"), ("/j", "b")]), now);
+        assert_eq!(lost, vec![set("/k", "3")]);
+        assert!(r.lost(&map(&[("/k", "2"), ("/j", "b")]), now).is_empty(), "forgotten once returned");
+    }
+
+    #[test]
+    fn several_lost_writes_to_one_key_return_the_latest() {
+        let now = Instant::now();
+        let mut r = RecentWrites::new(Duration::from_secs(10));
+        r.confirmed(set("/k", "2"), b("1"), now);
+        r.confirmed(set("/k", "3"), b("2"), now);
+        assert_eq!(r.lost(&map(&[("/k", "1")]), now), vec![set("/k", "3")]);
+    }
+
+    #[test]
+    fn deletes_and_absent_keys() {
+        let now = Instant::now();
+        let mut r = RecentWrites::new(Duration::from_secs(10));
+        r.confirmed(set("/gone", ""), b("x"), now);
+        r.confirmed(set("/new", "v"), None, now);
+        let mut lost = r.lost(&map(&[("/gone", "x")]), now);
+        lost.sort_by(|a, b| a.key.cmp(&b.key));
+        assert_eq!(lost, vec![set("/gone", ""), set("/new", "v")]);
+    }
+
+    #[test]
+    fn another_clients_newer_value_and_old_writes_are_left_alone() {
+        let now = Instant::now();
+        let mut r = RecentWrites::new(Duration::from_secs(10));
+        r.confirmed(set("/k", "2"), b("1"), now);
+        assert!(r.lost(&map(&[("/k", "someone else's")]), now).is_empty());
+        r.confirmed(set("/old", "2"), b("1"), now);
+        assert!(r.lost(&map(&[("/old", "1")]), now + Duration::from_secs(11)).is_empty(), "outside the window");
+    }
+}
