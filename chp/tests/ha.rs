@@ -724,15 +724,7 @@ async fn a_stuck_peer_snapshot_times_out_without_blocking_heartbeats_and_early_p
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_replaces_the_client_map_and_drops_unacknowledged_sets() {
     bounded(async {
-        let (a, b) = (Fake::bind().await, Fake::bind().await);
-        let options = ClientOptions::for_servers(vec![a.address.clone(), b.address.clone()])
-            .server_ttl(Duration::from_millis(300))
-            .set_timing(Duration::from_millis(200), Duration::from_secs(10));
-        let client = Client::start(options).unwrap();
-        let mut events = client.events();
-        let (id, _) = a.await_icanhaz().await;
-        a.reply(&id, &[("/a", "1"), ("/b", "2")], 10).await;
-        step("sync", client.synced()).await.unwrap();
+        let (a, b, client, mut events) = client_of_two_fakes(&[("/a", "1"), ("/b", "2")], 10).await;
         let pending = tokio::spawn({
             let client = client.clone();
             async move { client.set("/c", "3", None).await }
@@ -774,15 +766,7 @@ async fn failover_replaces_the_client_map_and_drops_unacknowledged_sets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmed_write_the_new_server_never_got_is_sent_again() {
     bounded(async {
-        let (a, b) = (Fake::bind().await, Fake::bind().await);
-        let options = ClientOptions::for_servers(vec![a.address.clone(), b.address.clone()])
-            .server_ttl(Duration::from_millis(300))
-            .set_timing(Duration::from_millis(200), Duration::from_secs(10));
-        let client = Client::start(options).unwrap();
-        let mut events = client.events();
-        let (id, _) = a.await_icanhaz().await;
-        a.reply(&id, &[("/mine", "1"), ("/theirs", "x")], 10).await;
-        step("sync", client.synced()).await.unwrap();
+        let (a, b, client, mut events) = client_of_two_fakes(&[("/mine", "1"), ("/theirs", "x")], 10).await;
         // Two writes, both echoed (confirmed) by A.
         for (key, value, sequence) in [("/mine", "2", 11), ("/theirs", "y", 12)] {
             let set = tokio::spawn({
@@ -822,6 +806,20 @@ async fn a_confirmed_write_the_new_server_never_got_is_sent_again() {
         client.close().await;
     })
     .await;
+}
+
+/// A client of two fake servers (300 ms server ttl), synced with the first on `map` at `sequence`.
+async fn client_of_two_fakes(map: &[(&str, &str)], sequence: u64) -> (Fake, Fake, Client, Events) {
+    let (a, b) = (Fake::bind().await, Fake::bind().await);
+    let options = ClientOptions::for_servers(vec![a.address.clone(), b.address.clone()])
+        .server_ttl(Duration::from_millis(300))
+        .set_timing(Duration::from_millis(200), Duration::from_secs(10));
+    let client = Client::start(options).unwrap();
+    let events = client.events();
+    let (id, _) = a.await_icanhaz().await;
+    a.reply(&id, map, sequence).await;
+    step("sync", client.synced()).await.unwrap();
+    (a, b, client, events)
 }
 
 /// Bug 12: nothing from a server the client left reaches it. A server that sends HUGZ but never

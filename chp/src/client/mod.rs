@@ -21,6 +21,12 @@
 //! update (matched by UUID), retransmitting the same KVSET if no echo arrives, so a returned `set`
 //! is in the map; keys outside the client's subtree cannot be echoed and are sent once.
 //!
+//! A confirmed write survives the loss of the server that confirmed it: a pair server killed between
+//! echoing a KVSET to its clients and passing it to its peer leaves the new active without it, so after
+//! a failover the client sends again its writes of the last few [`ClientOptions::server_ttl`]s that
+//! the new snapshot shows as never applied (the key still holds what it held before them; a key
+//! changed by someone else since is left alone).
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
