@@ -19,15 +19,18 @@ use crate::kvmsg::KvMsg;
 
 /// Values a key held before our writes to it, kept per key.
 const EARLIER_VALUES: usize = 32;
-/// Keys remembered before entries older than the window are swept out.
-const SWEEP_AT: usize = 4096;
+/// Writes remembered at most (the oldest go first): a lost write is one of the last few before a
+/// server died, and this bounds the memory at any write rate.
+const MAX_WRITES: usize = 4096;
 
 #[derive(Debug)]
 struct Recent {
     /// The latest write of ours to this key that a server confirmed.
     msg: KvMsg,
-    /// What the key held before each of our confirmed writes within the window (`None` = absent).
-    earlier: VecDeque<Option<Bytes>>,
+    /// Fingerprints of what the key held before each of our confirmed writes within the window. Not
+    /// the values: a received value is a slice of a whole read buffer, and holding thousands of
+    /// them kept that many buffers alive.
+    earlier: VecDeque<u64>,
     confirmed: Instant,
 }
 
@@ -35,19 +38,19 @@ struct Recent {
 #[derive(Debug)]
 pub(crate) struct RecentWrites {
     by_key: HashMap<Bytes, Recent>,
+    /// Keys in confirmation order, for expiry in O(1) per write; an entry whose key was written
+    /// again since is skipped (its time no longer matches).
+    order: VecDeque<(Instant, Bytes)>,
     window: Duration,
 }
 
 impl RecentWrites {
     pub fn new(window: Duration) -> Self {
-        RecentWrites { by_key: HashMap::new(), window }
+        RecentWrites { by_key: HashMap::new(), order: VecDeque::new(), window }
     }
 
     /// A server confirmed `msg` (ours); the key held `before` until then.
     pub fn confirmed(&mut self, msg: KvMsg, before: Option<Bytes>, now: Instant) {
-        if self.by_key.len() >= SWEEP_AT {
-            self.sweep(now);
-        }
         let fresh = |r: &Recent| now.duration_since(r.confirmed) <= self.window;
         let mut earlier = match self.by_key.remove(&msg.key) {
             Some(r) if fresh(&r) => r.earlier,
@@ -56,31 +59,51 @@ impl RecentWrites {
         if earlier.len() == EARLIER_VALUES {
             earlier.pop_front();
         }
-        earlier.push_back(before);
+        earlier.push_back(fingerprint(before.as_deref()));
+        self.order.push_back((now, msg.key.clone()));
         self.by_key.insert(msg.key.clone(), Recent { msg, earlier, confirmed: now });
+        self.expire(now);
     }
 
     /// The writes that `map` (a new server's snapshot) shows as never applied: the key still holds a
     /// value it had before them. They are forgotten here; sent again, they are confirmed anew.
     pub fn lost(&mut self, map: &BTreeMap<Bytes, Bytes>, now: Instant) -> Vec<KvMsg> {
-        self.sweep(now);
+        self.expire(now);
         let missing: Vec<Bytes> = self
             .by_key
             .iter()
             .filter(|(key, r)| {
                 let held = map.get(*key);
                 let wanted = (!r.msg.is_delete()).then_some(&r.msg.body);
-                held != wanted && r.earlier.iter().any(|before| before.as_ref() == held)
+                held != wanted && r.earlier.contains(&fingerprint(held.map(|v| &v[..])))
             })
             .map(|(key, _)| key.clone())
             .collect();
         missing.into_iter().filter_map(|key| self.by_key.remove(&key)).map(|r| r.msg).collect()
     }
 
-    fn sweep(&mut self, now: Instant) {
-        let window = self.window;
-        self.by_key.retain(|_, r| now.duration_since(r.confirmed) <= window);
+    /// Drops entries older than the window, and the oldest beyond [`MAX_WRITES`].
+    fn expire(&mut self, now: Instant) {
+        while let Some((at, _)) = self.order.front() {
+            let too_old = now.duration_since(*at) > self.window;
+            // Stale order entries (keys written again since) count too, so `order` stays bounded.
+            if !too_old && self.order.len() <= MAX_WRITES {
+                break;
+            }
+            let (at, key) = self.order.pop_front().expect("front exists");
+            if self.by_key.get(&key).is_some_and(|r| r.confirmed == at) {
+                self.by_key.remove(&key);
+            }
+        }
     }
+}
+
+/// A 64-bit digest of a key's value (`None`: absent); equal values give equal digests.
+fn fingerprint(value: Option<&[u8]>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]
@@ -147,5 +170,17 @@ mod tests {
         assert!(r.lost(&map(&[("/k", "someone else's")]), now).is_empty());
         r.confirmed(set("/old", "2"), b("1"), now);
         assert!(r.lost(&map(&[("/old", "1")]), now + Duration::from_secs(11)).is_empty(), "outside the window");
+    }
+
+    #[test]
+    fn memory_is_bounded_at_any_write_rate() {
+        let now = Instant::now();
+        let mut r = RecentWrites::new(Duration::from_secs(3600));
+        for i in 0..3 * MAX_WRITES {
+            r.confirmed(set(&format!("/k{}", i % (2 * MAX_WRITES)), "v"), None, now);
+        }
+        assert!(r.by_key.len() <= MAX_WRITES && r.order.len() <= MAX_WRITES, "{} {}", r.by_key.len(), r.order.len());
+        let newest = format!("/k{}", (3 * MAX_WRITES - 1) % (2 * MAX_WRITES));
+        assert!(r.by_key.contains_key(newest.as_bytes()), "the newest are kept");
     }
 }
