@@ -664,7 +664,36 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
     if m.len() < 6 {
         return Outcome::Failed(format!("chp perf output incomplete ({} of 6 figures)", m.len()));
     }
+    // The failover row: the HA demo (bench-chp-ha) at the Guide's 1 s heartbeat and at 100 ms.
+    let ha_bin = bin.with_file_name("bench-chp-ha");
+    for (heartbeat, key) in [(1000, "failover_hb1000_ms"), (100, "failover_hb100_ms")] {
+        if let Some(ms) = run_chp_failover(&ha_bin, heartbeat, &log.with_extension(format!("ha{heartbeat}.log"))) {
+            m.insert(key.to_string(), ms);
+        }
+    }
     Outcome::Values(m)
+}
+
+/// One HA demo run (primary killed while clients write): the "failover time: N ms" it prints.
+fn run_chp_failover(bin: &Path, heartbeat_ms: u64, log: &Path) -> Option<f64> {
+    let after = (heartbeat_ms * 5).max(1500).to_string();
+    let args: Vec<String> =
+        ["--clients", "3", "--heartbeat-ms", &heartbeat_ms.to_string(), "--before-ms", "500", "--after-ms", &after]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let mut p = Proc::spawn(bin, &args, &[], log, false).ok()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut found = None;
+    while let Ok(l) =
+        p.lines.recv_timeout(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)))
+    {
+        if let Some(rest) = l.trim().strip_prefix("failover time: ") {
+            found = rest.split_whitespace().next().and_then(|v| v.parse().ok());
+        }
+    }
+    p.finish(Instant::now() + Duration::from_secs(5));
+    found
 }
 
 /// `Duration`'s Debug form (`1.5s`, `893.1ms`, `39.7µs`, `120ns`) in seconds.

@@ -33,6 +33,10 @@ fn micros(v: f64) -> String {
     format!("{v:.1} µs")
 }
 
+fn millis(v: f64) -> String {
+    format!("{v:.0} ms")
+}
+
 fn secs(v: f64) -> String {
     if v < 1.0 { format!("{:.0} ms", v * 1e3) } else { format!("{v:.2} s") }
 }
@@ -240,7 +244,7 @@ pub fn markdown(
     let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
     let _ = writeln!(
         s,
-        "From the chp crate's own perf example (`chp/examples/perf.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values. No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
+        "From the chp crate's own perf example (`chp/examples/perf.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values. The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
         if opts.quick { 50000 } else { 200000 }
     );
     let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");
@@ -263,7 +267,21 @@ pub fn markdown(
         };
         let _ = writeln!(s, "| {what} | {c} |");
     }
-    let _ = writeln!(s, "| failover time (HA pair) | **TODO** — not measured: the perf example has no failover case |");
+    let failover: [(&str, &str, fn(f64) -> String); 2] = [
+        (
+            "failover time, HA pair at the Guide's 1 s heartbeat (kill → first update confirmed by the new active)",
+            "failover_hb1000_ms",
+            millis,
+        ),
+        ("failover time, HA pair at a 100 ms heartbeat", "failover_hb100_ms", millis),
+    ];
+    for (what, key, fmt) in failover {
+        let c = match zmtp_col {
+            Some(v) => cell(results, &chp_row, v, key, fmt),
+            None => "—".into(),
+        };
+        let _ = writeln!(s, "| {what} | {c} |");
+    }
     s.push('\n');
 
     let _ = writeln!(s, "## Issue 9 targets (zmtp, from the medians above)\n");
