@@ -115,10 +115,7 @@ fn restrict(m: &BTreeMap<Bytes, Bytes>, prefix: &str) -> BTreeMap<Bytes, Bytes> 
 async fn kill9_the_active_clients_resync_from_the_backup_nothing_lost_gap_updates_published() {
     bounded(async {
         let ports = PairPorts::new();
-        let mut primary = ServerProc::spawn("primary", Side::Primary, &ports, &[]);
-        let mut backup = ServerProc::spawn("backup", Side::Backup, &ports, &[]);
-        primary.expect("role: ACTIVE").await;
-        backup.expect("peer: synced").await;
+        let (mut primary, mut backup) = ServerProc::formed_pair(&ports).await;
         let seen_by_primary = Observer::start(&ports.primary).await;
         let seen_by_backup = Observer::start(&ports.backup).await;
         let gap_writer = collector_publisher(&ports.backup).await;
@@ -234,10 +231,7 @@ async fn kill9_the_active_clients_resync_from_the_backup_nothing_lost_gap_update
 async fn an_update_from_both_client_and_active_is_published_at_most_once_after_takeover() {
     bounded(async {
         let ports = PairPorts::new();
-        let mut primary = ServerProc::spawn("primary", Side::Primary, &ports, &[]);
-        let mut backup = ServerProc::spawn("backup", Side::Backup, &ports, &[]);
-        primary.expect("role: ACTIVE").await;
-        backup.expect("peer: synced").await;
+        let (mut primary, mut backup) = ServerProc::formed_pair(&ports).await;
         let to_primary = collector_publisher(&ports.primary).await;
         let to_backup = collector_publisher(&ports.backup).await;
         let seen_by_primary = Observer::start(&ports.primary).await;
@@ -329,10 +323,7 @@ async fn an_update_from_both_client_and_active_is_published_at_most_once_after_t
 async fn a_restarted_primary_comes_back_passive_converges_and_takes_over_when_the_backup_dies() {
     bounded(async {
         let ports = PairPorts::new();
-        let mut primary = ServerProc::spawn("primary", Side::Primary, &ports, &[]);
-        let mut backup = ServerProc::spawn("backup", Side::Backup, &ports, &[]);
-        primary.expect("role: ACTIVE").await;
-        backup.expect("peer: synced").await;
+        let (mut primary, mut backup) = ServerProc::formed_pair(&ports).await;
         let clients: Vec<Client> = {
             let mut v = Vec::new();
             for _ in 0..2 {
@@ -410,10 +401,7 @@ async fn a_restarted_primary_comes_back_passive_converges_and_takes_over_when_th
 async fn both_servers_down_the_client_keeps_cycling_and_resyncs_when_they_return() {
     bounded(async {
         let ports = PairPorts::new();
-        let mut primary = ServerProc::spawn("primary", Side::Primary, &ports, &[]);
-        let mut backup = ServerProc::spawn("backup", Side::Backup, &ports, &[]);
-        primary.expect("role: ACTIVE").await;
-        backup.expect("peer: synced").await;
+        let (mut primary, mut backup) = ServerProc::formed_pair(&ports).await;
         let client = synced(Client::start(ports.options()).unwrap()).await;
         client.set("/before", "1", None).await.unwrap();
         let mut events = client.events();
@@ -889,10 +877,7 @@ async fn a_server_that_never_answers_is_left_and_its_late_answer_never_arrives()
 async fn the_cli_talks_to_a_pair_through_either_server() {
     bounded(async {
         let ports = PairPorts::new();
-        let mut primary = ServerProc::spawn("primary", Side::Primary, &ports, &[]);
-        let mut backup = ServerProc::spawn("backup", Side::Backup, &ports, &[]);
-        primary.expect("role: ACTIVE").await;
-        backup.expect("peer: synced").await;
+        let (mut primary, mut backup) = ServerProc::formed_pair(&ports).await;
         let (a, b) = (ports.primary.to_string(), ports.backup.to_string());
         let chp = |args: Vec<&str>| {
             let mut all = args;

@@ -40,12 +40,8 @@ async fn twenty_kill_restart_cycles_while_four_clients_write() {
 
 async fn soak() {
     let ports = PairPorts::new();
-    let mut procs = [
-        Some(ServerProc::spawn("primary", Side::Primary, &ports, &[])),
-        Some(ServerProc::spawn("backup", Side::Backup, &ports, &[])),
-    ];
-    procs[0].as_mut().unwrap().expect("role: ACTIVE").await;
-    procs[1].as_mut().unwrap().expect("peer: synced").await;
+    let (primary, backup) = ServerProc::formed_pair(&ports).await;
+    let mut procs = [Some(primary), Some(backup)];
     let sides = [Side::Primary, Side::Backup];
     let mut active = 0;
 

@@ -20,8 +20,6 @@ pub(crate) struct Options {
     pub linger: Option<Duration>,
     /// ZMQ_ROUTING_ID: our identity announced in READY (REQ/DEALER/ROUTER).
     pub routing_id: Bytes,
-    /// ZMQ_ROUTER_MANDATORY: unknown routing ids are errors, full peers block.
-    pub router_mandatory: bool,
     /// ZMQ_ROUTER_HANDOVER: a newcomer with a taken routing id takes it over.
     pub router_handover: bool,
     /// ZMQ_PROBE_ROUTER: send an empty message to every new peer.
@@ -52,8 +50,6 @@ pub(crate) struct Options {
     pub xpub_verbose: bool,
     /// ZMQ_XPUB_VERBOSER: like XPUB_VERBOSE, and every unsubscribe too.
     pub xpub_verboser: bool,
-    /// ZMQ_XPUB_NODROP: XPUB/PUB block (or WouldBlock) at a subscriber's HWM instead of dropping.
-    pub xpub_nodrop: bool,
     /// ZMQ_XPUB_WELCOME_MSG: sent to every new subscriber.
     pub xpub_welcome_msg: Option<Bytes>,
     /// ZMQ_CONNECT_ROUTING_ID: the routing id a ROUTER gives the peer of its next `connect`.
@@ -103,7 +99,6 @@ impl Default for Options {
             rcvhwm: 1000,
             linger: None,
             routing_id: Bytes::new(),
-            router_mandatory: false,
             router_handover: false,
             probe_router: false,
             maxmsgsize: None,
@@ -119,7 +114,6 @@ impl Default for Options {
             conflate: false,
             xpub_verbose: false,
             xpub_verboser: false,
-            xpub_nodrop: false,
             xpub_welcome_msg: None,
             connect_routing_id: None,
             tcp_keepalive: None,

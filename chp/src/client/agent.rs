@@ -526,11 +526,12 @@ impl Agent {
     fn apply(&mut self, msg: KvMsg) -> Option<End> {
         let (uuid, sequence) = (msg.uuid, msg.sequence);
         let check_gaps = self.options.subtree.is_all();
-        let ours = uuid.is_some_and(|u| self.pending.contains_key(&u));
+        // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
+        let ours = uuid.and_then(|u| self.pending.remove(&u));
         let mut before = None;
         let outcome = {
             let mut replica = self.shared.replica_mut();
-            if ours {
+            if ours.is_some() {
                 before = replica.map.get(&msg.key).cloned();
             }
             let outcome = replica.apply(msg, &self.options.subtree, check_gaps);
@@ -540,8 +541,7 @@ impl Agent {
             }
             outcome
         };
-        // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
-        if let Some(p) = uuid.and_then(|u| self.pending.remove(&u)) {
+        if let Some(p) = ours {
             let _ = p.reply.send(Ok(Some(sequence)));
             if matches!(outcome, Outcome::Applied(_)) {
                 self.recent.confirmed(p.msg, before, Instant::now());

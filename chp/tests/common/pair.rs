@@ -267,6 +267,16 @@ impl ServerProc {
         ServerProc { name, child, lines, status, seen: Vec::new() }
     }
 
+    /// A primary and a backup started as processes, returned once the pair is formed (primary active,
+    /// backup synced with it).
+    pub async fn formed_pair(ports: &PairPorts) -> (ServerProc, ServerProc) {
+        let mut primary = ServerProc::spawn("primary", Side::Primary, ports, &[]);
+        let mut backup = ServerProc::spawn("backup", Side::Backup, ports, &[]);
+        primary.expect("role: ACTIVE").await;
+        backup.expect("peer: synced").await;
+        (primary, backup)
+    }
+
     /// Reads lines (other than status lines) until one starts with `prefix`; returns it.
     pub async fn expect(&mut self, prefix: &str) -> String {
         let name = self.name;

@@ -147,15 +147,15 @@ pub(crate) struct Core {
     pub monitors: crate::monitor::Monitors,
     /// Set by `close`; read on every receive, so an atomic rather than the state lock.
     pub closed: std::sync::atomic::AtomicBool,
-    /// IMMEDIATE, read on every load-balanced send, so kept out of the options lock.
-    pub immediate: std::sync::atomic::AtomicBool,
-    /// Options read on every send of PUB/XPUB and ROUTER, mirrored here by their setters.
+    /// Boolean options the send path reads, kept out of the options lock.
     pub hot: HotOptions,
 }
 
-/// Copies of boolean options that the send path reads, so it does not take the options lock.
+/// The boolean options that the send path reads (and no connection does): atomics, so a send does not
+/// take the options lock.
 #[derive(Debug, Default)]
 pub(crate) struct HotOptions {
+    pub immediate: std::sync::atomic::AtomicBool,
     pub xpub_nodrop: std::sync::atomic::AtomicBool,
     pub router_mandatory: std::sync::atomic::AtomicBool,
 }
@@ -192,7 +192,6 @@ impl Core {
             connections: AtomicUsize::new(0),
             connections_done: Notify::new(),
             monitors: Default::default(),
-            immediate: Default::default(),
             closed: Default::default(),
             hot: HotOptions::default(),
         })
@@ -345,7 +344,7 @@ impl Core {
         let peer = state.peers.get_mut(&id).expect("present");
         if keep && peer.persistent && !closed {
             peer.connected = false;
-            peer.out.purge(self.immediate.load(Ordering::Relaxed));
+            peer.out.purge(self.hot.immediate.load(Ordering::Relaxed));
             self.drop_peer_subscriptions(&mut state, id);
             return;
         }
@@ -457,7 +456,7 @@ impl Core {
         }
         match self.socket_type {
             SocketType::Dealer | SocketType::Push => {
-                let immediate = self.immediate.load(Ordering::Relaxed);
+                let immediate = self.hot.immediate.load(Ordering::Relaxed);
                 Ok(load_balance(&mut state, msg, immediate).map_or_else(TrySend::Full, |_| TrySend::Sent))
             }
             SocketType::Pair => match state.order.first() {
@@ -477,7 +476,7 @@ impl Core {
                 if correlate {
                     msg.push_front(Bytes::copy_from_slice(&request_id.to_be_bytes()));
                 }
-                let immediate = self.immediate.load(Ordering::Relaxed);
+                let immediate = self.hot.immediate.load(Ordering::Relaxed);
                 match load_balance(&mut state, msg, immediate) {
                     Ok(peer) => {
                         state.req.awaiting = Some(peer);

@@ -99,15 +99,13 @@ macro_rules! option {
     };
 }
 
-/// An option read on every send: kept in the options (connections copy them) and mirrored in an atomic
-/// of the core, so the send path does not take the options lock.
+/// A boolean option read on every send: it lives in an atomic of the core (connections never read it),
+/// so the send path does not take the options lock.
 macro_rules! hot_option {
     ($(#[$doc:meta])* $get:ident, $set:ident, $field:ident) => {
         $(#[$doc])*
         pub fn $set(&self, value: bool) {
-            let core = &self.inner.core;
-            core.options().$field = value;
-            core.hot.$field.store(value, std::sync::atomic::Ordering::Relaxed);
+            self.inner.core.hot.$field.store(value, std::sync::atomic::Ordering::Relaxed);
         }
         #[doc = concat!("Current value of the option set by [`Socket::", stringify!($set), "`].")]
         pub fn $get(&self) -> bool {
@@ -506,16 +504,10 @@ impl Socket {
         self.inner.core.options().authenticator = Some(Arc::new(authenticator));
     }
 
-    /// ZMQ_IMMEDIATE: queue messages only for completed connections, not for `connect`s still pending
-    /// (DEALER, PUSH, REQ, PAIR). Default off.
-    pub fn set_immediate(&self, on: bool) {
-        self.inner.core.immediate.store(on, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether IMMEDIATE is on.
-    pub fn immediate(&self) -> bool {
-        self.inner.core.immediate.load(std::sync::atomic::Ordering::Relaxed)
-    }
+    hot_option!(
+        /// ZMQ_IMMEDIATE: queue messages only for completed connections, not for `connect`s still
+        /// pending (DEALER, PUSH, REQ, PAIR). Default off.
+        immediate, set_immediate, immediate);
 
     /// ZMQ_ROUTING_ID: the identity this socket announces to peers (REQ, DEALER, ROUTER), 0–255 bytes.
     pub fn set_routing_id(&self, id: impl Into<Bytes>) -> Result<()> {
