@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use ppp::{Client, ClientConfig, Queue, QueueEvent, QueueHandle, Worker, WorkerEvent, WorkerHandle};
+use ppp::{Client, ClientConfig, Queue, QueueEvent, Worker, WorkerEvent};
 use tokio::time::Instant;
 use zmtp::Message;
 
@@ -32,30 +32,6 @@ fn python(name: &str, args: &[&str]) -> Proc {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-async fn worker_event(w: &mut WorkerHandle, what: &str, pred: impl Fn(&WorkerEvent) -> bool) -> WorkerEvent {
-    let deadline = Instant::now() + STEP;
-    loop {
-        match tokio::time::timeout_at(deadline, w.next_event()).await {
-            Ok(Some(ev)) if pred(&ev) => return ev,
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("worker stopped while waiting for {what}"),
-            Err(_) => panic!("timed out waiting for {what}"),
-        }
-    }
-}
-
-async fn queue_event(q: &mut QueueHandle, what: &str, pred: impl Fn(&QueueEvent) -> bool) -> QueueEvent {
-    let deadline = Instant::now() + STEP;
-    loop {
-        match tokio::time::timeout_at(deadline, q.next_event()).await {
-            Ok(Some(ev)) if pred(&ev) => return ev,
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("queue stopped while waiting for {what}"),
-            Err(_) => panic!("timed out waiting for {what}"),
-        }
-    }
 }
 
 async fn echo(request: Message) -> Message {

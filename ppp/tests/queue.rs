@@ -19,21 +19,8 @@ async fn queue(interval_ms: u64, liveness: u32) -> QueueHandle {
         .expect("queue starts")
 }
 
-/// The next event matching `pred`, skipping others.
-async fn event(q: &mut QueueHandle, what: &str, pred: impl Fn(&QueueEvent) -> bool) -> QueueEvent {
-    let deadline = Instant::now() + STEP;
-    loop {
-        match tokio::time::timeout_at(deadline, q.next_event()).await {
-            Ok(Some(ev)) if pred(&ev) => return ev,
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("queue stopped while waiting for {what}"),
-            Err(_) => panic!("timed out waiting for {what}"),
-        }
-    }
-}
-
 async fn ready_event(q: &mut QueueHandle, id: &'static str) {
-    event(q, id, |e| matches!(e, QueueEvent::WorkerReady { worker } if worker == id)).await;
+    queue_event(q, id, |e| matches!(e, QueueEvent::WorkerReady { worker } if worker == id)).await;
 }
 
 /// Polls the queue's stats until `pred` holds (bounded by STEP).
@@ -59,7 +46,7 @@ async fn named_worker(q: &mut QueueHandle, name: &'static str, interval_ms: u64,
         })
         .await
         .expect("worker starts");
-    event(q, "worker ready", |e| matches!(e, QueueEvent::WorkerReady { .. })).await;
+    queue_event(q, "worker ready", |e| matches!(e, QueueEvent::WorkerReady { .. })).await;
     assert_eq!(q.stats().workers, before + 1);
     w
 }
@@ -190,7 +177,7 @@ async fn silent_worker_is_purged_after_liveness_intervals() {
         w.send(ready()).await.unwrap();
         ready_event(&mut q, "SILENT").await;
         let registered = Instant::now();
-        let ev = event(&mut q, "expiry", |e| matches!(e, QueueEvent::WorkerExpired { .. })).await;
+        let ev = queue_event(&mut q, "expiry", |e| matches!(e, QueueEvent::WorkerExpired { .. })).await;
         let observed = registered.elapsed();
         let QueueEvent::WorkerExpired { worker, silent_for } = ev else { unreachable!() };
         assert_eq!(worker, "SILENT");
@@ -237,12 +224,13 @@ async fn hung_worker_request_is_redispatched_and_its_late_reply_dropped() {
         let recovery = hung_at.elapsed();
         assert_eq!(reply.unwrap(), Message::from(vec!["GOOD", "job"]));
         assert!(recovery <= ms(150 + 1000), "re-dispatch took {recovery:?}");
-        event(&mut q, "re-dispatch", |e| matches!(e, QueueEvent::Redispatched { worker } if worker == "HUNG")).await;
+        queue_event(&mut q, "re-dispatch", |e| matches!(e, QueueEvent::Redispatched { worker } if worker == "HUNG"))
+            .await;
         assert_eq!(client.resends(), 0);
 
         // The late reply from the expired worker must not reach the client.
         hung.send(answer(&req, "LATE")).await.unwrap();
-        event(
+        queue_event(
             &mut q,
             "late reply dropped",
             |e| matches!(e, QueueEvent::ReplyDropped { worker, .. } if worker == "HUNG"),
@@ -277,8 +265,12 @@ async fn disconnected_worker_request_is_redispatched_at_once() {
         assert_eq!(recv(&c).await, Message::from(vec!["", "GOOD", "job"]));
         let recovery = crashed_at.elapsed();
         assert!(recovery < ms(500), "recovery took {recovery:?} (heartbeat 1 s)");
-        event(&mut q, "disconnect", |e| matches!(e, QueueEvent::WorkerDisconnected { worker } if worker == "CRASH"))
-            .await;
+        queue_event(
+            &mut q,
+            "disconnect",
+            |e| matches!(e, QueueEvent::WorkerDisconnected { worker } if worker == "CRASH"),
+        )
+        .await;
         assert!(recv_within(&c, ms(300)).await.is_none(), "duplicate reply");
         good.stop().await;
         q.stop().await;
@@ -303,7 +295,7 @@ async fn ready_while_busy_redispatches_and_stale_tags_are_dropped() {
         assert_eq!(second.frames()[1..], first.frames()[1..]);
         assert_ne!(second[0], first[0]);
         w.send(answer(&first, "STALE")).await.unwrap();
-        event(&mut q, "stale reply dropped", |e| matches!(e, QueueEvent::ReplyDropped { .. })).await;
+        queue_event(&mut q, "stale reply dropped", |e| matches!(e, QueueEvent::ReplyDropped { .. })).await;
         w.send(answer(&second, "FRESH")).await.unwrap();
         assert_eq!(recv(&c).await, Message::from(vec!["", "FRESH"]));
         assert!(recv_within(&c, ms(300)).await.is_none(), "duplicate reply");
@@ -325,7 +317,7 @@ async fn malformed_messages_are_dropped_and_peers_stay_usable() {
         let malformed =
             |side: &'static str| move |e: &QueueEvent| matches!(e, QueueEvent::Malformed { side: s, .. } if *s == side);
         w.send(Message::single(Bytes::from_static(&[0x07]))).await.unwrap();
-        let ev = event(&mut q, "unknown command", malformed("backend")).await;
+        let ev = queue_event(&mut q, "unknown command", malformed("backend")).await;
         assert_eq!(
             ev,
             QueueEvent::Malformed {
@@ -334,16 +326,16 @@ async fn malformed_messages_are_dropped_and_peers_stay_usable() {
             }
         );
         w.send(Message::single(Bytes::new())).await.unwrap();
-        event(&mut q, "empty command", malformed("backend")).await;
+        queue_event(&mut q, "empty command", malformed("backend")).await;
         w.send(Message::from(vec!["not", "a reply"])).await.unwrap();
-        event(&mut q, "reply without request", |e| matches!(e, QueueEvent::ReplyDropped { .. })).await;
+        queue_event(&mut q, "reply without request", |e| matches!(e, QueueEvent::ReplyDropped { .. })).await;
 
         let c = raw_client(q.frontend()).await;
         c.send(Message::single("no envelope")).await.unwrap();
-        let ev = event(&mut q, "missing envelope", malformed("frontend")).await;
+        let ev = queue_event(&mut q, "missing envelope", malformed("frontend")).await;
         assert_eq!(ev, QueueEvent::Malformed { side: "frontend", error: ppp::ProtocolError::MissingEnvelope });
         c.send(Message::single(Bytes::new())).await.unwrap();
-        let ev = event(&mut q, "missing content", malformed("frontend")).await;
+        let ev = queue_event(&mut q, "missing content", malformed("frontend")).await;
         assert_eq!(ev, QueueEvent::Malformed { side: "frontend", error: ppp::ProtocolError::MissingContent });
         assert_eq!(q.stats().requests, 0);
 
@@ -356,7 +348,7 @@ async fn malformed_messages_are_dropped_and_peers_stay_usable() {
         frames[0] = Bytes::from_static(b"xyz");
         mangled = frames.into_iter().collect();
         w.send(mangled).await.unwrap();
-        event(&mut q, "bad tag", malformed("backend")).await;
+        queue_event(&mut q, "bad tag", malformed("backend")).await;
         w.send(answer(&req, "FINE")).await.unwrap();
         assert_eq!(recv(&c).await, Message::from(vec!["", "FINE"]));
         assert_eq!(q.stats().workers, 1);

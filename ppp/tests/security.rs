@@ -13,32 +13,6 @@ use tokio::time::Instant;
 use zmtp::Message;
 use zmtp::security::KeyPair;
 
-/// The next queue event matching `pred`, skipping others (bounded by STEP).
-async fn queue_event(q: &mut QueueHandle, what: &str, pred: impl Fn(&QueueEvent) -> bool) -> QueueEvent {
-    let deadline = Instant::now() + STEP;
-    loop {
-        match tokio::time::timeout_at(deadline, q.next_event()).await {
-            Ok(Some(ev)) if pred(&ev) => return ev,
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("queue stopped while waiting for {what}"),
-            Err(_) => panic!("timed out waiting for {what}"),
-        }
-    }
-}
-
-/// The next worker event matching `pred`, skipping others (bounded by STEP).
-async fn worker_event(w: &mut WorkerHandle, what: &str, pred: impl Fn(&WorkerEvent) -> bool) -> WorkerEvent {
-    let deadline = Instant::now() + STEP;
-    loop {
-        match tokio::time::timeout_at(deadline, w.next_event()).await {
-            Ok(Some(ev)) if pred(&ev) => return ev,
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("worker stopped while waiting for {what}"),
-            Err(_) => panic!("timed out waiting for {what}"),
-        }
-    }
-}
-
 /// Everything already queued on the queue's event stream, without waiting.
 fn pending_events(q: &mut QueueHandle) -> Vec<QueueEvent> {
     use futures::FutureExt;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use ppp::{Worker, WorkerEvent, WorkerHandle};
+use ppp::{Worker, WorkerEvent};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use zmtp::{Message, Socket, SocketType};
@@ -38,19 +38,6 @@ fn config(endpoint: &str, interval_ms: u64, liveness: u32) -> Worker {
 
 async fn echo(request: Message) -> Message {
     request
-}
-
-/// The next worker event matching `pred`, skipping others.
-async fn event(w: &mut WorkerHandle, what: &str, pred: impl Fn(&WorkerEvent) -> bool) -> WorkerEvent {
-    let deadline = Instant::now() + STEP;
-    loop {
-        match tokio::time::timeout_at(deadline, w.next_event()).await {
-            Ok(Some(ev)) if pred(&ev) => return ev,
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("worker stopped while waiting for {what}"),
-            Err(_) => panic!("timed out waiting for {what}"),
-        }
-    }
 }
 
 /// `[worker id, frame]` from the fake queue's point of view: returns (id, message without id).
@@ -86,7 +73,8 @@ async fn ready_first_then_heartbeats_every_interval() {
     bounded(async {
         let (router, ep) = fake_queue("tcp://127.0.0.1:*").await;
         let mut w = config(&ep, 50, 100).spawn(echo).await.unwrap();
-        let WorkerEvent::Ready { identity } = event(&mut w, "ready", |e| matches!(e, WorkerEvent::Ready { .. })).await
+        let WorkerEvent::Ready { identity } =
+            worker_event(&mut w, "ready", |e| matches!(e, WorkerEvent::Ready { .. })).await
         else {
             unreachable!()
         };
@@ -135,7 +123,7 @@ async fn heartbeats_continue_while_the_handler_is_busy() {
         let (id, first) = from_worker(&router).await;
         assert!(is_ready(&first));
         router.send(to(&id, &["tag", "client", "", "work", "more"])).await.unwrap();
-        event(&mut w, "request", |e| *e == WorkerEvent::RequestReceived).await;
+        worker_event(&mut w, "request", |e| *e == WorkerEvent::RequestReceived).await;
 
         // Busy for well over liveness × interval: heartbeats both ways, no reconnect.
         let mut busy_beats = 0;
@@ -146,13 +134,13 @@ async fn heartbeats_continue_while_the_handler_is_busy() {
             router.send(to(&id, &["\u{2}"])).await.unwrap();
             busy_beats += 1;
         }
-        event(&mut w, "busy heartbeat", |e| *e == WorkerEvent::HeartbeatSent { busy: true }).await;
+        worker_event(&mut w, "busy heartbeat", |e| *e == WorkerEvent::HeartbeatSent { busy: true }).await;
         assert_eq!(calls.load(Ordering::SeqCst), 1);
 
         gate.notify_one();
         let (_, reply) = next_non_heartbeat(&router).await;
         assert_eq!(reply, Message::from(vec!["tag", "client", "", "done", "work", "more"]));
-        event(&mut w, "reply sent", |e| *e == WorkerEvent::ReplySent).await;
+        worker_event(&mut w, "reply sent", |e| *e == WorkerEvent::ReplySent).await;
         w.stop().await;
     })
     .await;
@@ -182,7 +170,7 @@ async fn reconnect_backoff_doubles_up_to_the_max_and_resets_on_contact() {
         let mut readies = 0;
         let mut ready_at = None;
         while delays.len() < 6 {
-            match event(&mut w, "reconnect cycle", |_| true).await {
+            match worker_event(&mut w, "reconnect cycle", |_| true).await {
                 WorkerEvent::Ready { .. } => {
                     readies += 1;
                     ready_at = Some(Instant::now());
@@ -203,9 +191,9 @@ async fn reconnect_backoff_doubles_up_to_the_max_and_resets_on_contact() {
         let (id, first) = from_worker(&router).await;
         assert!(is_ready(&first), "first message on a new socket must be READY, got {first:?}");
         router.send(to(&id, &["\u{2}"])).await.unwrap();
-        event(&mut w, "contact", |e| *e == WorkerEvent::HeartbeatReceived).await;
+        worker_event(&mut w, "contact", |e| *e == WorkerEvent::HeartbeatReceived).await;
         // The fake queue now goes silent: the next backoff starts again from INTERVAL_INIT.
-        let ev = event(&mut w, "next backoff", |e| matches!(e, WorkerEvent::Reconnecting { .. })).await;
+        let ev = worker_event(&mut w, "next backoff", |e| matches!(e, WorkerEvent::Reconnecting { .. })).await;
         assert_eq!(ev, WorkerEvent::Reconnecting { delay: ms(30) });
         w.stop().await;
     })
@@ -237,11 +225,11 @@ async fn reconnection_restarts_the_conversation_with_ready() {
         let (id, first) = from_worker(&router).await;
         assert!(is_ready(&first));
         router.send(to(&id, &["t1", "c", "", "block"])).await.unwrap();
-        event(&mut w, "request", |e| *e == WorkerEvent::RequestReceived).await;
+        worker_event(&mut w, "request", |e| *e == WorkerEvent::RequestReceived).await;
 
         router.close().await; // the queue "restarts"
         let (router, _) = fake_queue(&ep).await;
-        event(&mut w, "restart", |e| matches!(e, WorkerEvent::Restarted { .. })).await;
+        worker_event(&mut w, "restart", |e| matches!(e, WorkerEvent::Restarted { .. })).await;
         let (id2, msg) = next_non_heartbeat(&router).await;
         assert_eq!(id2, id, "same socket, same identity");
         assert!(is_ready(&msg), "expected READY after the reconnect, got {msg:?}");
@@ -262,13 +250,13 @@ async fn malformed_messages_from_the_queue_are_dropped() {
         let mut w = config(&ep, 100, 20).spawn(echo).await.unwrap();
         let (id, _) = from_worker(&router).await;
         router.send(to(&id, &["\u{9}"])).await.unwrap();
-        let ev = event(&mut w, "unknown command", |e| matches!(e, WorkerEvent::Malformed(_))).await;
+        let ev = worker_event(&mut w, "unknown command", |e| matches!(e, WorkerEvent::Malformed(_))).await;
         assert_eq!(ev, WorkerEvent::Malformed(ppp::ProtocolError::UnknownCommand(Bytes::from_static(&[9]))));
         router.send(to(&id, &["no", "delimiter"])).await.unwrap();
-        let ev = event(&mut w, "missing envelope", |e| matches!(e, WorkerEvent::Malformed(_))).await;
+        let ev = worker_event(&mut w, "missing envelope", |e| matches!(e, WorkerEvent::Malformed(_))).await;
         assert_eq!(ev, WorkerEvent::Malformed(ppp::ProtocolError::MissingEnvelope));
         router.send(to(&id, &["addr", ""])).await.unwrap();
-        let ev = event(&mut w, "missing content", |e| matches!(e, WorkerEvent::Malformed(_))).await;
+        let ev = worker_event(&mut w, "missing content", |e| matches!(e, WorkerEvent::Malformed(_))).await;
         assert_eq!(ev, WorkerEvent::Malformed(ppp::ProtocolError::MissingContent));
         router.send(to(&id, &["t", "c", "", "fine"])).await.unwrap();
         let (from, reply) = next_non_heartbeat(&router).await;
@@ -296,7 +284,7 @@ async fn handler_panic_restarts_the_conversation() {
         router.send(to(&id, &["t1", "c", "", "boom"])).await.unwrap();
         let (_, msg) = next_non_heartbeat(&router).await;
         assert!(is_ready(&msg), "expected READY after the panic, got {msg:?}");
-        event(&mut w, "abandoned", |e| *e == WorkerEvent::RequestAbandoned).await;
+        worker_event(&mut w, "abandoned", |e| *e == WorkerEvent::RequestAbandoned).await;
         router.send(to(&id, &["t2", "c", "", "ok"])).await.unwrap();
         let (_, reply) = next_non_heartbeat(&router).await;
         assert_eq!(reply, Message::from(vec!["t2", "c", "", "ok"]));

@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
+use ppp::{QueueEvent, QueueHandle, WorkerEvent, WorkerHandle};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -202,4 +203,30 @@ pub fn field(text: &str, key: &str) -> Option<u64> {
 /// The value after `prefix` on a line starting with it.
 pub fn after<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     text.strip_prefix(prefix).map(str::trim)
+}
+
+/// The next queue event matching `pred`, skipping others (bounded by STEP).
+pub async fn queue_event(q: &mut QueueHandle, what: &str, pred: impl Fn(&QueueEvent) -> bool) -> QueueEvent {
+    let deadline = Instant::now() + STEP;
+    loop {
+        match tokio::time::timeout_at(deadline, q.next_event()).await {
+            Ok(Some(ev)) if pred(&ev) => return ev,
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("queue stopped while waiting for {what}"),
+            Err(_) => panic!("timed out waiting for {what}"),
+        }
+    }
+}
+
+/// The next worker event matching `pred`, skipping others (bounded by STEP).
+pub async fn worker_event(w: &mut WorkerHandle, what: &str, pred: impl Fn(&WorkerEvent) -> bool) -> WorkerEvent {
+    let deadline = Instant::now() + STEP;
+    loop {
+        match tokio::time::timeout_at(deadline, w.next_event()).await {
+            Ok(Some(ev)) if pred(&ev) => return ev,
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("worker stopped while waiting for {what}"),
+            Err(_) => panic!("timed out waiting for {what}"),
+        }
+    }
 }
