@@ -26,6 +26,7 @@
 //! assert_eq!(KvMsg::parse(short.frames()), Err(KvMsgError::FrameCount(4)));
 //! ```
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::fmt;
 
 use crate::uuid::Uuid;
@@ -36,6 +37,15 @@ use zmtp::Message;
 /// [`KvMsgError::KeyTooLong`]: keys are routing material (PUB/SUB prefix filters, snapshot ranges),
 /// not payload, and a bound keeps a hostile client from growing the server's index without limit.
 pub const MAX_KEY_LEN: usize = 1024;
+
+/// Most properties one kvmsg may carry. 12/CHP itself defines one (`ttl`); the bound keeps a peer
+/// from making a receiver build (and a server re-publish) an index of arbitrarily many names.
+/// More is rejected with [`KvMsgError::TooManyProperties`].
+pub const MAX_PROPERTIES: usize = 256;
+
+/// Longest properties frame accepted, in bytes (frame 3). Longer is rejected with
+/// [`KvMsgError::PropertiesTooLong`] before any of it is parsed.
+pub const MAX_PROPERTIES_LEN: usize = 64 * 1024;
 
 /// Why a multipart message is not a valid kvmsg.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -67,6 +77,12 @@ pub enum KvMsgError {
     /// A property name contains `=` or a newline, or a value contains a newline (cannot be encoded).
     #[error("property {0:?} cannot be encoded (newline in name or value, or '=' in name)")]
     UnencodableProperty(String),
+    /// More than [`MAX_PROPERTIES`] distinct names (counting lines while parsing, names when inserting).
+    #[error("more than {MAX_PROPERTIES} properties")]
+    TooManyProperties,
+    /// Frame 3 is longer than [`MAX_PROPERTIES_LEN`].
+    #[error("properties frame of {0} bytes is longer than the limit of {MAX_PROPERTIES_LEN}")]
+    PropertiesTooLong(usize),
 }
 
 /// The properties frame: `name=value` pairs, one per line. Setting a name again replaces its value
@@ -90,20 +106,38 @@ impl Properties {
     }
 
     /// Parses a properties frame. Empty lines are skipped (the frame normally ends with `\n`).
+    ///
+    /// Linear in the frame's length: a frame longer than [`MAX_PROPERTIES_LEN`] is refused before
+    /// it is looked at, more than [`MAX_PROPERTIES`] lines are refused as they are counted, and a
+    /// repeated name is found through a hash index, not by scanning the names seen so far.
     pub fn parse(frame: &[u8]) -> Result<Properties, KvMsgError> {
-        let text = std::str::from_utf8(frame).map_err(|_| KvMsgError::PropertiesNotUtf8)?;
-        let mut props = Properties::new();
-        for line in text.split('\n').filter(|l| !l.is_empty()) {
-            let (name, value) = line.split_once('=').ok_or_else(|| KvMsgError::PropertyWithoutEquals(line.into()))?;
-            if name.is_empty() {
-                return Err(KvMsgError::EmptyPropertyName(line.into()));
-            }
-            props.set(name, value);
+        if frame.len() > MAX_PROPERTIES_LEN {
+            return Err(KvMsgError::PropertiesTooLong(frame.len()));
         }
-        Ok(props)
+        let text = std::str::from_utf8(frame).map_err(|_| KvMsgError::PropertiesNotUtf8)?;
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        for (count, line) in text.split('\n').filter(|l| !l.is_empty()).enumerate() {
+            if count == MAX_PROPERTIES {
+                return Err(KvMsgError::TooManyProperties);
+            }
+            let (name, value) = line.split_once('=').ok_or_else(|| KvMsgError::PropertyWithoutEquals(excerpt(line)))?;
+            if name.is_empty() {
+                return Err(KvMsgError::EmptyPropertyName(excerpt(line)));
+            }
+            match index.entry(name) {
+                Entry::Occupied(at) => pairs[*at.get()].1 = value.to_owned(),
+                Entry::Vacant(slot) => {
+                    slot.insert(pairs.len());
+                    pairs.push((name.to_owned(), value.to_owned()));
+                }
+            }
+        }
+        Ok(Properties { pairs })
     }
 
-    /// Sets `name` to `value`, replacing an earlier value. Fails if the pair cannot be encoded.
+    /// Sets `name` to `value`, replacing an earlier value. Fails if the pair cannot be encoded, or
+    /// if it would be property number [`MAX_PROPERTIES`] + 1 (a receiver would refuse the message).
     pub fn insert(&mut self, name: impl Into<String>, value: impl Into<String>) -> Result<(), KvMsgError> {
         let (name, value) = (name.into(), value.into());
         if name.is_empty() {
@@ -112,15 +146,13 @@ impl Properties {
         if name.contains(['=', '\n']) || value.contains('\n') {
             return Err(KvMsgError::UnencodableProperty(format!("{name}={value}")));
         }
-        self.set(&name, &value);
-        Ok(())
-    }
-
-    fn set(&mut self, name: &str, value: &str) {
-        match self.pairs.iter_mut().find(|(n, _)| n == name) {
-            Some(pair) => pair.1 = value.to_owned(),
-            None => self.pairs.push((name.to_owned(), value.to_owned())),
+        let full = self.pairs.len() == MAX_PROPERTIES;
+        match self.pairs.iter_mut().find(|(n, _)| *n == name) {
+            Some(pair) => pair.1 = value,
+            None if full => return Err(KvMsgError::TooManyProperties),
+            None => self.pairs.push((name, value)),
         }
+        Ok(())
     }
 
     /// The value of `name`, if set.
@@ -154,6 +186,16 @@ impl Properties {
             out.push('\n');
         }
         out
+    }
+}
+
+/// The first bytes of a peer's line, for an error message: errors are logged, and a log line must
+/// not grow with what a peer sent.
+fn excerpt(line: &str) -> String {
+    const SHOWN: usize = 64;
+    match line.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}…", &line[..end]),
+        None => line.to_owned(),
     }
 }
 
@@ -321,6 +363,44 @@ mod tests {
         let mut f = ok;
         f[3] = Bytes::from_static(b"a=\xff\n");
         assert_eq!(KvMsg::parse(&f), Err(KvMsgError::PropertiesNotUtf8));
+    }
+
+    #[test]
+    fn properties_are_bounded_in_count_and_bytes() {
+        let at_limit: String = (0..MAX_PROPERTIES).map(|i| format!("p{i}=v\n")).collect();
+        assert_eq!(Properties::parse(at_limit.as_bytes()).unwrap().iter().count(), MAX_PROPERTIES);
+        // Repeating a name does not count twice when inserting, but every line counts when parsing:
+        // the parser refuses before it has looked at more than MAX_PROPERTIES lines.
+        let over = format!("{at_limit}extra=1\n");
+        assert_eq!(Properties::parse(over.as_bytes()), Err(KvMsgError::TooManyProperties));
+        // The reported attack: 60,000 distinct names (~0.5 MB) is refused by its size alone.
+        let attack: String = (0..60_000).map(|i| format!("name{i}=x\n")).collect();
+        assert_eq!(Properties::parse(attack.as_bytes()), Err(KvMsgError::PropertiesTooLong(attack.len())));
+        let mut f: Vec<Bytes> = vec!["k".into(), sequence_frame(1), Bytes::new(), attack.into(), "v".into()];
+        assert!(matches!(KvMsg::parse(&f), Err(KvMsgError::PropertiesTooLong(_))));
+        f[3] = Bytes::from(vec![b'a'; MAX_PROPERTIES_LEN]);
+        assert_eq!(KvMsg::parse(&f), Err(KvMsgError::PropertyWithoutEquals(format!("{}…", "a".repeat(64)))));
+        let mut p = Properties::new();
+        for i in 0..MAX_PROPERTIES {
+            p.insert(format!("p{i}"), "v").unwrap();
+        }
+        p.insert("p0", "again").unwrap();
+        assert_eq!(p.insert("one-more", "v"), Err(KvMsgError::TooManyProperties));
+    }
+
+    #[test]
+    fn repeated_names_in_a_long_frame_keep_the_last_value_in_first_position() {
+        let mut text = String::new();
+        for round in 0..100 {
+            for name in ["a", "b", "c"] {
+                text.push_str(&format!("{name}={round}\n"));
+            }
+        }
+        // 300 lines is over the count limit: repetition is no way around it.
+        assert_eq!(Properties::parse(text.as_bytes()), Err(KvMsgError::TooManyProperties));
+        let text: String = text.lines().take(MAX_PROPERTIES).map(|l| format!("{l}\n")).collect();
+        let p = Properties::parse(text.as_bytes()).unwrap();
+        assert_eq!(p.iter().collect::<Vec<_>>(), vec![("a", "85"), ("b", "84"), ("c", "84")]);
     }
 
     #[test]
