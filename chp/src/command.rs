@@ -109,6 +109,26 @@ impl Subtree {
         Ok(Subtree(spec))
     }
 
+    /// Any byte prefix of at most [`MAX_KEY_LEN`] bytes, unchecked otherwise: what a server accepts
+    /// in an ICANHAZ?. 12/CHP's subtrees are path-like, but the reference server serves whatever
+    /// prefix it is asked for, and refusing (with no reply at all) would leave such a client waiting
+    /// forever; [`Subtree::new`] stays strict for what we let users type.
+    ///
+    /// ```
+    /// use chp::command::Subtree;
+    /// let loose = Subtree::prefix("/ho").unwrap();
+    /// assert!(loose.contains(b"/hosts/a"));
+    /// assert!(Subtree::new("/ho").is_err());
+    /// ```
+    pub fn prefix(spec: impl Into<Bytes>) -> Result<Subtree, SubtreeError> {
+        let spec = spec.into();
+        if spec.len() > MAX_KEY_LEN {
+            let shown = String::from_utf8_lossy(&spec[..64]).into_owned();
+            return Err(SubtreeError { spec: shown, reason: "longer than the key limit" });
+        }
+        Ok(Subtree(spec))
+    }
+
     /// The subtree that holds `key`: everything up to and including its last `/`, if that is a valid
     /// subtree (`/a/b/c` → `/a/b/`), else the whole map.
     ///
@@ -173,11 +193,12 @@ pub struct IcanHaz {
 
 impl IcanHaz {
     /// Parses the frames after the routing id. A lone `"ICANHAZ?"` (Clone models 2–3, which predate
-    /// subtrees) is read as a request for the whole map.
+    /// subtrees) is read as a request for the whole map. The subtree may be any prefix (see
+    /// [`Subtree::prefix`]): be liberal in what a server accepts.
     pub fn parse(frames: &[Bytes]) -> Result<IcanHaz, CommandError> {
         match frames {
             [cmd] if cmd == ICANHAZ => Ok(IcanHaz { subtree: Subtree::all() }),
-            [cmd, subtree] if cmd == ICANHAZ => Ok(IcanHaz { subtree: Subtree::new(subtree.clone())? }),
+            [cmd, subtree] if cmd == ICANHAZ => Ok(IcanHaz { subtree: Subtree::prefix(subtree.clone())? }),
             _ => Err(CommandError::NotIcanHaz(
                 frames.len(),
                 frames.first().map(|f| String::from_utf8_lossy(&f[..f.len().min(16)]).into_owned()).unwrap_or_default(),
@@ -325,7 +346,10 @@ mod tests {
         let f = |v: Vec<&'static str>| v.into_iter().map(|s| Bytes::from_static(s.as_bytes())).collect::<Vec<_>>();
         assert_eq!(IcanHaz::parse(&f(vec!["ICANHAZ?", "/a/"])).unwrap().subtree, "/a/".parse().unwrap());
         assert!(IcanHaz::parse(&f(vec!["ICANHAZ?"])).unwrap().subtree.is_all());
-        assert!(matches!(IcanHaz::parse(&f(vec!["ICANHAZ?", "/a"])), Err(CommandError::Subtree(_))));
+        // Any prefix is served (the reference does); only an over-long one is refused.
+        assert_eq!(IcanHaz::parse(&f(vec!["ICANHAZ?", "/a"])).unwrap().subtree.as_bytes(), b"/a");
+        let long = vec![Bytes::from_static(b"ICANHAZ?"), Bytes::from(vec![b'/'; MAX_KEY_LEN + 1])];
+        assert!(matches!(IcanHaz::parse(&long), Err(CommandError::Subtree(_))));
         assert!(matches!(IcanHaz::parse(&f(vec!["GIMME", "/a/"])), Err(CommandError::NotIcanHaz(2, _))));
         assert!(matches!(IcanHaz::parse(&f(vec!["ICANHAZ?", "", ""])), Err(CommandError::NotIcanHaz(3, _))));
         assert!(matches!(IcanHaz::parse(&[]), Err(CommandError::NotIcanHaz(0, _))));
