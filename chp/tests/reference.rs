@@ -5,6 +5,7 @@ mod common;
 
 use bytes::Bytes;
 use chp::command::SnapshotReply;
+use chp::{Client, Event, Snapshot};
 use common::*;
 use zmtp::{Message, Socket, SocketType};
 
@@ -72,6 +73,58 @@ async fn a_kvset_with_sixty_thousand_properties_is_refused_and_the_next_is_serve
         assert_eq!((echo.key.as_ref(), echo.sequence), (&b"/after"[..], base + 1));
         assert_eq!(server.stats().rejected - rejected, 1);
         assert_eq!(server.get(b"/attack"), None);
+    })
+    .await;
+}
+
+/// The client asks for the snapshot at once, before its subscription is live (as the reference
+/// client does, so a one-shot `get` needs no HUGZ). An update published in between is in neither
+/// the snapshot nor the subscription: the client must notice (the first update it receives is not
+/// the snapshot's next) and ask again, ending with the exact map and nothing reported twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_between_an_early_snapshot_and_the_live_subscription_is_not_lost() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let client = Client::start(options(&fake.address, "")).unwrap();
+        let mut events = client.events();
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[("a", "1")], 5).await;
+        step("sync", client.synced()).await.unwrap();
+        // Sequence 6 ("x") went out before the subscription was live: the client never sees it.
+        fake.publish("b", "2", 7).await;
+        let (id, _) = fake.next_icanhaz().await;
+        fake.reply(&id, &[("a", "1"), ("b", "2"), ("x", "6")], 7).await;
+        eventually("exact map", || {
+            client.snapshot() == Snapshot { sequence: 7, map: map(&[("a", "1"), ("b", "2"), ("x", "6")]) }
+        })
+        .await;
+        fake.publish("c", "3", 8).await;
+        let (_, skipped) = wait_event(&mut events, |e| matches!(e, Event::Set { key, .. } if key == "c")).await;
+        let synced = skipped.iter().filter(|e| matches!(e, Event::Synced { .. })).count();
+        assert_eq!(synced, 1, "one Synced for one attempt: {skipped:?}");
+        let x = skipped.iter().filter(|e| matches!(e, Event::Set { key, .. } if key == "x")).count();
+        assert_eq!(x, 1, "x reported once: {skipped:?}");
+        assert!(!skipped.iter().any(|e| matches!(e, Event::Gap { .. } | Event::ServerLost { .. })), "{skipped:?}");
+    })
+    .await;
+}
+
+/// A client whose first message is a KVPUB right after the snapshot takes one snapshot only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_proven_by_the_next_update_is_not_asked_again() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let client = Client::start(options(&fake.address, "")).unwrap();
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[("a", "1")], 5).await;
+        step("sync", client.synced()).await.unwrap();
+        fake.publish("b", "2", 6).await;
+        fake.publish("c", "3", 7).await;
+        eventually("applied", || client.sequence() == 7).await;
+        // No second request came: the router has nothing queued beyond repeats of the first.
+        let more = tokio::time::timeout(std::time::Duration::from_millis(300), fake.next_icanhaz()).await;
+        assert!(more.is_err(), "asked again: {more:?}");
+        assert_eq!(client.snapshot().map, map(&[("a", "1"), ("b", "2"), ("c", "3")]));
     })
     .await;
 }

@@ -1,7 +1,7 @@
 //! The client agent: owns the sockets and runs the synchronisation state machine.
 //!
-//! One *attempt* talks to one server with fresh SUB and DEALER sockets and goes through three
-//! phases — proving the subscription live, syncing, active — until it ends: the server is lost
+//! One *attempt* talks to one server with fresh SUB and DEALER sockets and goes through two
+//! phases — syncing (the snapshot asked for at once, see [`Proof`]), active — until it ends: the server is lost
 //! (silence, dropped connection, sequence regression), a re-sync is needed (gap), the client fails
 //! (gap under [`GapPolicy::Fail`]) or closes. After a loss the next attempt goes to the next server
 //! in the list: the list-and-cursor design is what a failover pair (Binary Star) plugs into. The
@@ -39,6 +39,9 @@ enum End {
     Closed,
     /// Move on to the next server.
     Lost(String),
+    /// The server could not be reached at all (connection refused or failed): move on to the next
+    /// server at once, without waiting out the server ttl.
+    Unreachable(String),
     /// The server refused the handshake (security): move on to the next server.
     Refused(String),
     /// Start over with the same server.
@@ -48,8 +51,6 @@ enum End {
 }
 
 enum Phase {
-    /// Subscribed; waiting for the first message to prove the subscription live.
-    Proving,
     /// ICANHAZ? sent: collecting KVSYNCs, queueing KVPUBs.
     Syncing { entries: BTreeMap<Bytes, Bytes>, queued: Vec<KvMsg> },
     /// Applying KVPUBs.
@@ -93,6 +94,40 @@ pub(super) struct Agent {
     synced_before: bool,
     /// Our writes confirmed lately, to send again if a failover lost them.
     recent: RecentWrites,
+    /// This attempt's subscription proof (see [`Proof`]).
+    proof: Proof,
+}
+
+/// Whether this attempt's snapshot is known to be exact.
+///
+/// The snapshot is asked for at once (as the reference client does), not after the subscription
+/// has proven live: a one-shot `get` then answers in one round trip instead of waiting up to a
+/// HUGZ interval. The price is the subscribe-before-snapshot race (updates published after the
+/// snapshot's sequence `S` but before the server had our subscription are in neither), so the
+/// snapshot is *provisional* until the subscriber's first message settles it: a KVPUB numbered at
+/// most `S + 1` proves the subscription was live in time. Anything else (a HUGZ, a later KVPUB)
+/// cannot prove it, so the snapshot is asked for once more on a fresh snapshot socket, now that the
+/// subscription is known to be live: that one is exact. So an attempt takes at most two snapshots.
+#[derive(Default)]
+struct Proof {
+    /// The subscriber's first message this attempt: `Some(Some(seq))` a KVPUB, `Some(None)` other.
+    first: Option<Option<u64>>,
+    /// The current snapshot was asked for after the subscription proved live: it is exact.
+    asked_when_live: bool,
+    /// Synced on a snapshot not yet known to be exact: its sequence.
+    provisional: Option<u64>,
+    /// Ask for the snapshot again (set by the handlers, carried out by the attempt loop).
+    ask_again: bool,
+    /// A snapshot was loaded this attempt: a second one only confirms it (no second `Synced`).
+    loaded: bool,
+}
+
+impl Proof {
+    /// True when a subscriber whose first message was `first` was live for every update after
+    /// snapshot `sequence`.
+    fn covers(first: Option<u64>, sequence: u64) -> bool {
+        first.is_some_and(|seq| seq <= sequence.saturating_add(1))
+    }
 }
 
 impl Agent {
@@ -149,6 +184,7 @@ impl Agent {
             // A lost write was confirmed shortly before its server died; the failover that reveals
             // it follows within a server ttl or two.
             recent: RecentWrites::new(recent_window),
+            proof: Proof::default(),
         }
     }
 
@@ -160,12 +196,35 @@ impl Agent {
                 }
             }
         }
+        // Consecutive attempts that found their server unreachable: after a whole round of them the
+        // next round waits (doubling up to the server ttl), so a client whose servers are all down
+        // does not spin.
+        let mut unreachable = 0usize;
         let failure = loop {
             let server = self.options.servers[self.current].clone();
-            match self.attempt(&server).await {
+            let end = self.attempt(&server).await;
+            if matches!(end, End::Unreachable(_)) {
+                unreachable += 1;
+                let n = self.options.servers.len();
+                if unreachable % n == 0 {
+                    let rounds = (unreachable / n).min(16) as u32;
+                    let pause = Duration::from_millis(50).saturating_mul(1 << rounds).min(self.options.server_ttl);
+                    if self.pause(pause, &server).await {
+                        break None;
+                    }
+                }
+            } else {
+                unreachable = 0;
+            }
+            match end {
                 End::Closed => break None,
-                End::Lost(reason) => {
-                    tracing::warn!(server = %server, "server lost: {reason}");
+                End::Lost(reason) | End::Unreachable(reason) => {
+                    match unreachable {
+                        0 => tracing::warn!(server = %server, "server lost: {reason}"),
+                        // A server that is down is the normal state after a failover: said once
+                        // per round of the list, at debug.
+                        _ => tracing::debug!(server = %server, "server unreachable: {reason}"),
+                    }
                     if self.lost.is_none() && self.synced_before {
                         self.lost = Some((server.clone(), self.last_message.unwrap_or_else(Instant::now)));
                     }
@@ -213,6 +272,42 @@ impl Agent {
         }
     }
 
+    /// Waits `pause` between rounds of unreachable servers, still taking commands and failing
+    /// timed-out sets. True when the client was closed meanwhile.
+    async fn pause(&mut self, pause: Duration, server: &ServerAddress) -> bool {
+        let until = Instant::now() + pause;
+        let far = Duration::from_secs(3600);
+        loop {
+            let set_check = self.next_set_check;
+            tokio::select! {
+                _ = self.close.changed() => return true,
+                cmd = self.commands.recv(), if self.commands_open => match cmd {
+                    Some(Command::Set { msg, reply }) => self.add_set(msg, reply, false, server),
+                    None => self.commands_open = false,
+                },
+                _ = tokio::time::sleep_until(set_check.unwrap_or_else(|| Instant::now() + far)), if set_check.is_some() => {
+                    self.check_sets(false, server);
+                }
+                _ = tokio::time::sleep_until(until) => return false,
+            }
+        }
+    }
+
+    /// A fresh snapshot (DEALER) socket connected to `server`, and its monitor.
+    async fn snapshot_socket(&self, server: &ServerAddress) -> Result<(Socket, Monitor), End> {
+        let dealer = Socket::new(SocketType::Dealer);
+        dealer.set_linger(Some(Duration::ZERO));
+        dealer.set_rcvhwm(self.options.queue_limit);
+        if let Some(curve) = &self.options.curve {
+            curve.apply(&dealer, server);
+        }
+        let events = dealer.monitor();
+        match dealer.connect(&server.snapshot()).await {
+            Ok(_) => Ok((dealer, events)),
+            Err(e) => Err(End::Lost(format!("cannot connect to {}: {e}", server.snapshot()))),
+        }
+    }
+
     fn emit(&self, event: Event) {
         let _ = self.events.send(event);
     }
@@ -221,25 +316,24 @@ impl Agent {
         self.collectors_up.contains(&server.collector())
     }
 
-    /// One attempt with `server`: prove, sync, apply, until something ends it.
+    /// One attempt with `server`: sync, apply, until something ends it.
     async fn attempt(&mut self, server: &ServerAddress) -> End {
         let subtree = self.options.subtree.clone();
         let ttl = self.options.server_ttl;
+        self.proof = Proof::default();
         let sub = Socket::new(SocketType::Sub);
-        let dealer = Socket::new(SocketType::Dealer);
-        for s in [&sub, &dealer] {
-            s.set_linger(Some(Duration::ZERO));
-            s.set_rcvhwm(self.options.queue_limit);
-            if let Some(curve) = &self.options.curve {
-                curve.apply(s, server);
-            }
+        sub.set_linger(Some(Duration::ZERO));
+        sub.set_rcvhwm(self.options.queue_limit);
+        if let Some(curve) = &self.options.curve {
+            curve.apply(&sub, server);
         }
         let mut sub_events = sub.monitor();
         let mut sub_events_open = true;
-        let mut dealer_events = dealer.monitor();
-        let mut dealer_events_open = true;
         // Connections the server closed during the handshake, this attempt (subscriber, dealer).
         let (mut sub_closed, mut dealer_closed) = (0, 0);
+        // A TCP connection was made, this attempt (subscriber, dealer): until then a retried connect
+        // means the server is unreachable (a retry after a connection ends means something else).
+        let (mut sub_reached, mut dealer_reached) = (false, false);
         sub.subscribe(subtree.as_bytes()).expect("SUB socket");
         // A subtree client also needs HUGZ; that subscription is added once connected, so it travels
         // after the subtree's: the first HUGZ then proves both are live at the server.
@@ -247,18 +341,24 @@ impl Agent {
         if let Err(e) = sub.connect(&server.publisher()).await {
             return End::Lost(format!("cannot connect to {}: {e}", server.publisher()));
         }
-        if let Err(e) = dealer.connect(&server.snapshot()).await {
-            return End::Lost(format!("cannot connect to {}: {e}", server.snapshot()));
-        }
+        let (mut dealer, mut dealer_events) = match self.snapshot_socket(server).await {
+            Ok(pair) => pair,
+            Err(end) => return end,
+        };
+        let mut dealer_events_open = true;
         self.status.send_replace(Status::Connecting(server.clone()));
         tracing::debug!(server = %server, subtree = %subtree, "connecting");
-        let mut phase = Phase::Proving;
+        // Ask for the snapshot at once (see [`Proof`] for why that is exact in the end).
+        let request = IcanHaz { subtree: self.options.subtree.clone() }.to_message();
+        let _ = dealer.try_send(request);
+        let mut phase = Phase::Syncing { entries: BTreeMap::new(), queued: Vec::new() };
+        self.status.send_replace(Status::Syncing(server.clone()));
         let mut expiry = Instant::now() + ttl;
         // While syncing, ICANHAZ? is asked again at this interval until the snapshot starts: the
         // server may be a passive one of a pair that rejects the vote until its peer has expired
         // (a rejected vote gets no answer), so this bounds how late after that the takeover comes.
         let retry = (ttl / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
-        let mut icanhaz_retry: Option<Instant> = None;
+        let mut icanhaz_retry: Option<Instant> = Some(Instant::now() + retry);
         let far = Duration::from_secs(3600);
         let end = loop {
             let set_check = self.next_set_check;
@@ -283,7 +383,7 @@ impl Agent {
                     let mut handled = 0;
                     let mut ended = None;
                     while let Some(msg) = next.take() {
-                        if let Some(end) = self.on_update(msg, &mut phase, &dealer, server, expiry).await {
+                        if let Some(end) = self.on_update(msg, &mut phase, server) {
                             ended = Some(end);
                             break;
                         }
@@ -295,12 +395,6 @@ impl Agent {
                     if let Some(end) = ended {
                         break end;
                     }
-                    if !syncing && matches!(phase, Phase::Syncing { .. }) {
-                        // ICANHAZ? just went out: the snapshot has a server ttl to start.
-                        let now = Instant::now();
-                        expiry = now + ttl;
-                        icanhaz_retry = Some(now + retry);
-                    }
                 }
                 msg = dealer.recv(), if syncing => {
                     let Ok(msg) = msg else { break End::Lost("snapshot socket closed".into()) };
@@ -311,6 +405,26 @@ impl Agent {
                     if let Some(end) = self.on_snapshot(msg, &mut phase, server) {
                         break end;
                     }
+                }
+                _ = std::future::ready(()), if self.proof.ask_again => {
+                    // The snapshot could not be proven exact: ask again on a fresh snapshot socket
+                    // (replies to the earlier request must not be taken for this one's).
+                    self.proof.ask_again = false;
+                    self.proof.asked_when_live = true;
+                    match self.snapshot_socket(server).await {
+                        Ok((fresh, events)) => {
+                            std::mem::replace(&mut dealer, fresh).close().await;
+                            dealer_events = events;
+                            dealer_reached = false;
+                        }
+                        Err(end) => break end,
+                    }
+                    dealer_events_open = true;
+                    let _ = dealer.try_send(IcanHaz { subtree: self.options.subtree.clone() }.to_message());
+                    tracing::debug!(server = %server, "subscription proven live after the snapshot was asked for; asking again");
+                    let now = Instant::now();
+                    expiry = now + ttl;
+                    icanhaz_retry = Some(now + retry);
                 }
                 _ = tokio::time::sleep_until(icanhaz_retry.unwrap_or_else(|| Instant::now() + far)), if syncing && icanhaz_retry.is_some() => {
                     // Nothing yet: ask again (a rejected vote is dropped without an answer).
@@ -327,6 +441,10 @@ impl Agent {
                     Some(MonitorEvent::Disconnected { error, .. }) => {
                         break End::Lost(format!("connection to {} dropped: {error}", server.publisher()));
                     }
+                    Some(MonitorEvent::Connected { .. }) => sub_reached = true,
+                    Some(MonitorEvent::ConnectRetried { endpoint, .. }) if !sub_reached => {
+                        break End::Unreachable(format!("cannot connect to {endpoint}"));
+                    }
                     Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
                         if let Some(end) = self.refusal(&endpoint, &error, &mut sub_closed) {
                             break end;
@@ -336,6 +454,10 @@ impl Agent {
                     None => sub_events_open = false,
                 },
                 event = dealer_events.next_event(), if dealer_events_open => match event {
+                    Some(MonitorEvent::Connected { .. }) => dealer_reached = true,
+                    Some(MonitorEvent::ConnectRetried { endpoint, .. }) if !dealer_reached => {
+                        break End::Unreachable(format!("cannot connect to {endpoint}"));
+                    }
                     Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
                         if let Some(end) = self.refusal(&endpoint, &error, &mut dealer_closed) {
                             break end;
@@ -411,14 +533,7 @@ impl Agent {
     }
 
     /// A message on the subscriber socket.
-    async fn on_update(
-        &mut self,
-        msg: Message,
-        phase: &mut Phase,
-        dealer: &Socket,
-        server: &ServerAddress,
-        expiry: Instant,
-    ) -> Option<End> {
+    fn on_update(&mut self, msg: Message, phase: &mut Phase, server: &ServerAddress) -> Option<End> {
         let update = match Update::parse(msg.frames()) {
             Ok(u) => Some(u),
             Err(e) => {
@@ -426,24 +541,26 @@ impl Agent {
                 None
             }
         };
-        match phase {
-            Phase::Proving => {
-                // Anything at all proves the subscription live: ask for the snapshot now.
-                let mut queued = Vec::new();
-                if let Some(Update::KvPub(m)) = update {
-                    queued.push(m);
-                }
-                let request = IcanHaz { subtree: self.options.subtree.clone() }.to_message();
-                match tokio::time::timeout_at(expiry, dealer.send(request)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return Some(End::Lost(format!("cannot send ICANHAZ?: {e}"))),
-                    Err(_) => return Some(End::Lost("snapshot port not reachable".into())),
-                }
-                tracing::debug!(server = %server, "subscription live; ICANHAZ? sent");
+        if self.proof.first.is_none() {
+            let first = match &update {
+                Some(Update::KvPub(m)) => Some(m.sequence),
+                _ => None,
+            };
+            self.proof.first = Some(first);
+            if let Some(sequence) = self.proof.provisional.take()
+                && !Proof::covers(first, sequence)
+            {
+                // Synced on a snapshot the subscription may have missed updates after.
+                self.proof.ask_again = true;
+                let queued = match update {
+                    Some(Update::KvPub(m)) => vec![m],
+                    _ => Vec::new(),
+                };
                 *phase = Phase::Syncing { entries: BTreeMap::new(), queued };
-                self.status.send_replace(Status::Syncing(server.clone()));
-                None
+                return None;
             }
+        }
+        match phase {
             Phase::Syncing { queued, .. } => {
                 if let Some(Update::KvPub(m)) = update {
                     queued.push(m);
@@ -479,6 +596,20 @@ impl Agent {
                 None
             }
             SnapshotReply::KthxBai(end) => {
+                if !self.proof.asked_when_live
+                    && let Some(first) = self.proof.first
+                    && !Proof::covers(first, end.sequence)
+                {
+                    // The subscription went live too late for this snapshot: updates after it
+                    // may be in neither. Ask again, keeping what the subscriber queued.
+                    tracing::debug!(server = %server, sequence = end.sequence, "snapshot older than the subscription");
+                    entries.clear();
+                    self.proof.ask_again = true;
+                    return None;
+                }
+                if !self.proof.asked_when_live && self.proof.first.is_none() {
+                    self.proof.provisional = Some(end.sequence);
+                }
                 let Phase::Syncing { entries, queued } = std::mem::replace(phase, Phase::Active) else {
                     unreachable!("checked above")
                 };
@@ -490,8 +621,11 @@ impl Agent {
                     for change in changes {
                         self.emit(change);
                     }
-                    self.emit(Event::Synced { server: server.clone(), sequence: end.sequence, keys });
+                    if !self.proof.loaded {
+                        self.emit(Event::Synced { server: server.clone(), sequence: end.sequence, keys });
+                    }
                 }
+                self.proof.loaded = true;
                 tracing::info!(server = %server, sequence = end.sequence, keys, queued = queued.len(), "synced");
                 let mut failed_over = false;
                 if let Some((from, last_heard)) = self.lost.take()

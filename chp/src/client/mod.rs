@@ -3,17 +3,26 @@
 //!
 //! The agent does the spec's state synchronisation, with the reference's known holes closed:
 //!
-//! 1. It subscribes first (SUB to P+1: the subtree, then — once connected — `HUGZ`) and waits until a
-//!    message arrives, which proves the subscription is live at the server (zguide issue #818:
-//!    otherwise updates published between the snapshot and the subscription are lost).
-//! 2. It sends ICANHAZ? (DEALER to P), stores the KVSYNCs, and queues the KVPUBs that keep arriving.
-//! 3. On KTHXBAI it replaces its map with the snapshot, applies the queued updates whose sequence is
-//!    above the KTHXBAI's, and from then on every KVPUB with a higher sequence.
+//! 1. It subscribes (SUB to P+1: the subtree, then — once connected — `HUGZ`) and, at the same
+//!    time, sends ICANHAZ? (DEALER to P), as the reference client does: a one-shot `get` answers in
+//!    one round trip, without waiting for a first published message (up to a HUGZ interval).
+//! 2. It stores the KVSYNCs and queues the KVPUBs that arrive meanwhile. On KTHXBAI it replaces
+//!    its map with the snapshot, applies the queued updates whose sequence is above the KTHXBAI's,
+//!    and from then on every KVPUB with a higher sequence.
+//! 3. Asking before the subscription is live opens the race of zguide issue #818 (an update
+//!    published after the snapshot but before the server had the subscription is in neither), so
+//!    the snapshot counts as exact only once the subscriber's first message proves it: a KVPUB
+//!    numbered at most the KTHXBAI's sequence + 1. Anything else (a HUGZ first, a later KVPUB) and
+//!    the client asks once more, on a fresh snapshot socket, now that the subscription is live;
+//!    the second snapshot replaces the first (changes reported as events) and is exact.
 //! 4. A skipped sequence (whole-map clients only; a subtree client sees only some sequences) means
 //!    updates were lost: per [`GapPolicy`] it re-syncs or fails. A sequence going backwards means a
 //!    restarted server: it re-syncs. Silence (no HUGZ) for [`ClientOptions::server_ttl`], or a
 //!    dropped connection, means the server is lost: it starts over with the next server in
 //!    [`ClientOptions::servers`] (with fresh sockets, so nothing stale from the old one arrives).
+//!    A server whose ports refuse the connection is passed over at once, not after the server ttl
+//!    (the normal state of the first server of a pair after a failover); once every server in the
+//!    list was unreachable in a row, the next round waits 100 ms, doubling up to the server ttl.
 //!    A refused handshake (a wrong CURVE key, say) counts as a loss too, and once every server
 //!    refused the client fails (see [`ClientOptions::curve`]).
 //!

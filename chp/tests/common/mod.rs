@@ -9,7 +9,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chp::command::{IcanHaz, KthxBai, KvSync, SnapshotReply, Subtree, Update, hugz_message};
+use chp::command::{IcanHaz, KthxBai, KvSync, SnapshotReply, Subtree, Update};
 use chp::{Client, ClientOptions, Event, Events, KvMsg, Server, ServerAddress, ServerConfig};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
@@ -195,12 +195,15 @@ pub async fn raw_publisher(address: &ServerAddress, observer: &mut Raw) -> Socke
     publisher
 }
 
-/// A scriptable fake server on bare sockets (P, P+1, P+2 on 127.0.0.1).
+/// A scriptable fake server on bare sockets (P, P+1, P+2 on 127.0.0.1). Its publisher is an XPUB
+/// (verbose), so it knows when a client's subscription has arrived.
 pub struct Fake {
     pub router: Socket,
     pub publisher: Socket,
     pub collector: Socket,
     pub address: ServerAddress,
+    /// Routing ids whose ICANHAZ? was taken (a client repeats its request until answered).
+    answered: std::sync::Mutex<std::collections::HashSet<Bytes>>,
 }
 
 impl Fake {
@@ -208,7 +211,8 @@ impl Fake {
     pub async fn bind() -> Fake {
         loop {
             let (router, publisher, collector) =
-                (Socket::new(SocketType::Router), Socket::new(SocketType::Pub), Socket::new(SocketType::Sub));
+                (Socket::new(SocketType::Router), Socket::new(SocketType::XPub), Socket::new(SocketType::Sub));
+            publisher.set_xpub_verbose(true);
             collector.subscribe("").unwrap();
             let ep = router.bind("tcp://127.0.0.1:0").await.unwrap();
             let port: u16 = ep.rsplit_once(':').unwrap().1.parse().unwrap();
@@ -221,23 +225,54 @@ impl Fake {
                 continue;
             }
             let address = ServerAddress::new("127.0.0.1", port).unwrap();
-            return Fake { router, publisher, collector, address };
+            return Fake { router, publisher, collector, address, answered: Default::default() };
         }
     }
 
-    /// Publishes HUGZ every 20 ms until a snapshot request arrives; returns its routing id and
-    /// subtree.
+    /// Waits for a snapshot request from a client not answered before (repeats of an answered
+    /// request are dropped) *and* for that client's subscription to its subtree, so whatever is
+    /// published next reaches it; returns the request's routing id and subtree. (Our client asks
+    /// for the snapshot at once, before its subscription is live.)
     pub async fn await_icanhaz(&self) -> (Bytes, Subtree) {
-        step("ICANHAZ?", async {
-            let mut tick = tokio::time::interval(Duration::from_millis(20));
+        step("ICANHAZ? and subscription", async {
+            let mut request: Option<(Bytes, Subtree)> = None;
+            let mut subscribed: Vec<Bytes> = Vec::new();
             loop {
+                if let Some((_, subtree)) = &request
+                    && let Some(at) = subscribed.iter().position(|s| s.as_ref() == subtree.as_bytes())
+                {
+                    subscribed.remove(at);
+                    return request.take().unwrap();
+                }
                 tokio::select! {
-                    _ = tick.tick() => self.publisher.send(hugz_message()).await.unwrap(),
-                    msg = self.router.recv() => {
+                    msg = self.router.recv(), if request.is_none() => {
                         let mut msg = msg.unwrap();
                         let id = msg.pop_front().unwrap();
-                        return (id, IcanHaz::parse(msg.frames()).unwrap().subtree);
+                        if self.answered.lock().unwrap().insert(id.clone()) {
+                            request = Some((id, IcanHaz::parse(msg.frames()).unwrap().subtree));
+                        }
                     }
+                    notice = self.publisher.recv() => {
+                        let notice = notice.unwrap();
+                        if notice[0].first() == Some(&1) {
+                            subscribed.push(notice[0].slice(1..));
+                        }
+                    }
+                }
+            }
+        })
+        .await
+    }
+
+    /// The next snapshot request from a client not answered before, without waiting for any
+    /// subscription (for a client whose subscription is already known to be live).
+    pub async fn next_icanhaz(&self) -> (Bytes, Subtree) {
+        step("ICANHAZ?", async {
+            loop {
+                let mut msg = self.router.recv().await.unwrap();
+                let id = msg.pop_front().unwrap();
+                if self.answered.lock().unwrap().insert(id.clone()) {
+                    return (id, IcanHaz::parse(msg.frames()).unwrap().subtree);
                 }
             }
         })

@@ -1,0 +1,81 @@
+//! The `chp` one-shot commands as a new user meets them (issue 13): a pair whose first server is
+//! down (the normal state after a failover), and a server that HUGZes rarely (the Guide's once a
+//! second). Each command must answer within its own `--timeout`, which is set below the server ttl
+//! (5 s) or the HUGZ interval: before, the client waited those out and the command failed.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_chp");
+const STEP: Duration = Duration::from_secs(20);
+
+struct ServerProcess {
+    _child: Child,
+    address: String,
+}
+
+async fn spawn_server(hugz_ms: &str) -> ServerProcess {
+    let mut child = Command::new(BIN)
+        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--hugz-ms", hugz_ms])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn chp server");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("server starts").unwrap().unwrap();
+    let address = line
+        .strip_prefix("listening on ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    ServerProcess { _child: child, address }
+}
+
+async fn chp(args: &[&str]) -> Output {
+    let run = Command::new(BIN).args(args).stdin(Stdio::null()).kill_on_drop(true).output();
+    tokio::time::timeout(STEP, run).await.expect("chp finishes").expect("chp runs")
+}
+
+async fn ok(args: &[&str]) -> String {
+    let out = chp(args).await;
+    assert!(out.status.success(), "chp {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// An address where nothing listens: a port just taken and released (its two neighbours, the
+/// publisher and collector ports, are as good as free).
+fn dead_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("tcp://127.0.0.1:{port}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_commands_answer_when_the_first_server_is_down() {
+    let live = spawn_server("50").await;
+    let dead = dead_address();
+    let servers = ["--server", dead.as_str(), "--server", live.address.as_str(), "--timeout", "3"];
+    let set: Vec<&str> = ["set", "/pair/k", "v"].iter().chain(servers.iter()).copied().collect();
+    ok(&set).await;
+    let get: Vec<&str> = ["get", "/pair/k"].iter().chain(servers.iter()).copied().collect();
+    assert_eq!(ok(&get).await, "v\n");
+    let dump: Vec<&str> = ["dump"].iter().chain(servers.iter()).copied().collect();
+    assert_eq!(ok(&dump).await, "/pair/k=v\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_commands_do_not_wait_for_a_hugz() {
+    // HUGZ once every ten minutes: a client that waits for a first published message before asking
+    // for the snapshot cannot answer within its 3 s timeout.
+    let server = spawn_server("600000").await;
+    let at = ["--server", server.address.as_str(), "--timeout", "3"];
+    let set: Vec<&str> = ["set", "/rare/k", "v"].iter().chain(at.iter()).copied().collect();
+    ok(&set).await;
+    let get: Vec<&str> = ["get", "/rare/k"].iter().chain(at.iter()).copied().collect();
+    assert_eq!(ok(&get).await, "v\n");
+}
