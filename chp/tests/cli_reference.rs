@@ -79,3 +79,16 @@ async fn one_shot_commands_do_not_wait_for_a_hugz() {
     let get: Vec<&str> = ["get", "/rare/k"].iter().chain(at.iter()).copied().collect();
     assert_eq!(ok(&get).await, "v\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_without_room_for_p_plus_two_is_named_as_the_problem() {
+    for port in ["65534", "65535"] {
+        let out = chp(&["server", "--port", port, "--bind", "127.0.0.1"]).await;
+        assert!(!out.status.success());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains(&format!("port {port} is too high: the server uses P, P+1 and P+2, so P must be 1..=65533")),
+            "{err}"
+        );
+    }
+}

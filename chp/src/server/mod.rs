@@ -100,6 +100,9 @@ pub enum ServerError {
     /// No free port triple was found.
     #[error("no free ports P, P+1, P+2 found on {0} after {1} attempts")]
     NoFreePorts(String, usize),
+    /// The configured port leaves no room for P+1 and P+2.
+    #[error("port {0} is too high: the server uses P, P+1 and P+2, so P must be 1..=65533")]
+    PortTooHigh(u16),
 }
 
 /// Counters since the server started.
@@ -284,6 +287,9 @@ fn port_of(endpoint: &str) -> Option<u16> {
 
 async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor), ServerError> {
     const ATTEMPTS: usize = 256;
+    if config.port > u16::MAX - 2 {
+        return Err(ServerError::PortTooHigh(config.port));
+    }
     let bind = |port: u16| format!("tcp://{}:{port}", config.bind);
     for _ in 0..ATTEMPTS {
         let snapshot = Socket::new(SocketType::Router);
@@ -322,9 +328,7 @@ async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor),
         };
         let port = port_of(&bound).expect("tcp endpoint has a port");
         if port > u16::MAX - 2 {
-            if fixed {
-                return Err(ServerError::NoFreePorts(config.bind.clone(), 1));
-            }
+            // Only an OS-chosen port can get here (a fixed one was checked above).
             continue;
         }
         let mut ok = true;
