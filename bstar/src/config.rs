@@ -45,6 +45,9 @@ pub struct Config {
     pub request_queue: usize,
     /// CURVE on the voter and the state link (`None`: NULL security, the default).
     pub curve: Option<Curve>,
+    /// Heal dual actives / dual passives ([`crate::split`]) instead of stopping (the Guide's
+    /// behaviour, the default).
+    pub heal_split_brain: bool,
 }
 
 impl Config {
@@ -59,6 +62,7 @@ impl Config {
             heartbeat: DEFAULT_HEARTBEAT,
             request_queue: DEFAULT_REQUEST_QUEUE,
             curve: None,
+            heal_split_brain: false,
         }
     }
 
@@ -84,6 +88,15 @@ impl Config {
     /// Sets the heartbeat interval (default 1000 ms).
     pub fn heartbeat(mut self, interval: Duration) -> Config {
         self.heartbeat = interval;
+        self
+    }
+
+    /// Heals a split brain instead of stopping both servers (see [`crate::split`]): after a stall
+    /// or a partition the server that took over stays active and the other yields, becoming
+    /// passive ([`Notice::BecamePassive`](crate::Notice::BecamePassive)). Off by default, as in the
+    /// Guide, where dual actives or dual passives stop the server.
+    pub fn heal_split_brain(mut self, heal: bool) -> Config {
+        self.heal_split_brain = heal;
         self
     }
 

@@ -31,6 +31,8 @@
 
 use std::fmt;
 
+use crate::split::{Healer, Split};
+
 /// A server's state; the number is its wire value in state messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
@@ -187,6 +189,9 @@ pub struct Outcome {
     pub vote: Option<Vote>,
     /// `Some` when the event moved the server into ACTIVE or PASSIVE from another state.
     pub became: Option<Role>,
+    /// `Some` when the peer claimed this server's role and the machine healed it instead of
+    /// failing (only with healing on: [`Fsm::healing`]).
+    pub split: Option<Split>,
 }
 
 /// The pair is broken: both servers claim the same role. The reference aborts the server.
@@ -242,7 +247,7 @@ pub fn transition(state: State, event: Event, peer_expired: bool) -> Result<Outc
         Passive => Some(Role::Passive),
         Primary | Backup => unreachable!("no transition leads back to a start state"),
     };
-    Ok(Outcome { state: next, vote, became })
+    Ok(Outcome { state: next, vote, became, split: None })
 }
 
 /// The machine with its current state.
@@ -261,12 +266,34 @@ pub fn transition(state: State, event: Event, peer_expired: bool) -> Result<Outc
 pub struct Fsm {
     side: Side,
     state: State,
+    /// `Some`: dual actives / dual passives are healed (see [`crate::split`]), not fatal.
+    healer: Option<Healer>,
 }
 
 impl Fsm {
-    /// A machine in the side's start state.
+    /// A machine in the side's start state, with the Guide's fatal dual actives / dual passives.
     pub fn new(side: Side) -> Fsm {
-        Fsm { side, state: side.start_state() }
+        Fsm { side, state: side.start_state(), healer: None }
+    }
+
+    /// A machine in the side's start state that heals a split brain instead of failing (see
+    /// [`crate::split`]).
+    ///
+    /// ```
+    /// use bstar::fsm::{Event, Fsm, Role, Side, State};
+    /// use bstar::split::Split;
+    ///
+    /// // An active primary that never took over hears another ACTIVE: its peer took over while it
+    /// // was stalled. It yields.
+    /// let mut fsm = Fsm::healing(Side::Primary);
+    /// fsm.handle(Event::PeerBackup, false)?;
+    /// let outcome = fsm.handle(Event::PeerActive, false)?;
+    /// assert_eq!((outcome.split, outcome.became), (Some(Split::Yield), Some(Role::Passive)));
+    /// assert_eq!(fsm.state(), State::Passive);
+    /// # Ok::<(), bstar::fsm::FsmError>(())
+    /// ```
+    pub fn healing(side: Side) -> Fsm {
+        Fsm { side, state: side.start_state(), healer: Some(Healer::default()) }
     }
 
     /// Which server this is.
@@ -282,7 +309,28 @@ impl Fsm {
     /// Applies one event (see [`transition`]). On a fatal error the state is left unchanged; the
     /// pair is broken and the server should stop.
     pub fn handle(&mut self, event: Event, peer_expired: bool) -> Result<Outcome, FsmError> {
-        let outcome = transition(self.state, event, peer_expired)?;
+        let before = self.state;
+        let outcome = match (transition(before, event, peer_expired), self.healer.as_mut()) {
+            (Ok(outcome), healer) => {
+                if let Some(h) = healer {
+                    h.observe(before, event, outcome.state);
+                }
+                outcome
+            }
+            (Err(error), None) => return Err(error),
+            (Err(error), Some(h)) => {
+                let split = match error {
+                    FsmError::DualActive => h.dual_active(self.side),
+                    FsmError::DualPassive => h.dual_passive(self.side),
+                };
+                let (state, became) = match split {
+                    Split::Stay | Split::Wait => (before, None),
+                    Split::Yield => (State::Passive, Some(Role::Passive)),
+                    Split::Serve => (State::Active, Some(Role::Active)),
+                };
+                Outcome { state, vote: None, became, split: Some(split) }
+            }
+        };
         self.state = outcome.state;
         Ok(outcome)
     }

@@ -8,6 +8,8 @@
 //!
 //! - [`fsm`]: the state machine as a pure type, with the full transition table and the fatal
 //!   dual-active / dual-passive errors.
+//! - [`split`]: optional healing of a split brain (dual actives after a stall or a partition)
+//!   into exactly one active, instead of the Guide's abort of both servers.
 //! - [`codec`]: the one-frame ASCII-decimal state message, with typed rejection of malformed ones.
 //! - [`liveness`]: the peer-expiry clock and the peer's liveness.
 //! - [`BinaryStar`]: the async runner over zmtp sockets; [`Notices`] (role changes, accepted
@@ -29,6 +31,7 @@ pub mod liveness;
 mod notices;
 mod runner;
 mod security;
+pub mod split;
 
 pub use config::{Config, DEFAULT_HEARTBEAT, DEFAULT_REQUEST_QUEUE};
 pub use error::Error;

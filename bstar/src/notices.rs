@@ -32,6 +32,9 @@ pub enum Notice {
     /// No valid state message from the peer for 2 × heartbeat (also reported at start-up when the
     /// peer was never heard within that window). A passive server stays passive until a client votes.
     PeerSilent,
+    /// The peer claimed this server's role and healing ([`Config::heal_split_brain`](crate::Config::heal_split_brain))
+    /// decided what to do; a role change, if any, follows as its own notice.
+    SplitBrain(crate::split::Split),
     /// A connection's security handshake failed (a wrong or unlisted CURVE key, a peer without
     /// CURVE …). The same reason on the same [`Link`] is reported at most once a second;
     /// `Status::handshake_failures` counts them all.

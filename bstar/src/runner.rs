@@ -14,6 +14,7 @@ use crate::fsm::{Event, Fsm, Role, State, Vote};
 use crate::handle::{Handle, Shared, Status};
 use crate::liveness::PeerClock;
 use crate::notices::{Link, Notice, Notices, Outbox};
+use crate::split::Split;
 
 /// Upper bound on the SUB's reconnect interval, so a restarted peer is heard quickly.
 const MAX_RECONNECT: Duration = Duration::from_millis(100);
@@ -120,7 +121,10 @@ impl BinaryStar {
         statesub.connect(&config.remote).await?;
         let voter_endpoint = voter.bind(&voter_at).await?;
 
-        let fsm = Fsm::new(config.side);
+        let fsm = match config.heal_split_brain {
+            true => Fsm::healing(config.side),
+            false => Fsm::new(config.side),
+        };
         let status = Status {
             side: config.side,
             state: fsm.state(),
@@ -281,10 +285,33 @@ impl BinaryStar {
             self.outbox.send(Notice::PeerAlive(peer));
         }
         let outcome = self.fsm.handle(Event::from_peer(peer), false)?;
+        if let Some(split) = outcome.split {
+            self.split(split);
+        }
         if let Some(role) = outcome.became {
             self.became(role)?;
         }
         Ok(())
+    }
+
+    /// Says what healing a split brain did (see [`crate::split`]).
+    fn split(&self, split: Split) {
+        let side = self.config.side;
+        match split {
+            Split::Stay => tracing::warn!(
+                %side,
+                "dual actives: this server took over while its peer was out of contact (stalled or partitioned); \
+                 staying active, the peer must yield"
+            ),
+            Split::Yield => tracing::warn!(
+                %side,
+                "dual actives: the peer took over while this server was out of contact (stalled or partitioned); \
+                 yielding: passive, following the peer"
+            ),
+            Split::Serve => tracing::warn!(%side, "dual passives: the primary becomes active"),
+            Split::Wait => tracing::warn!(%side, "dual passives: waiting for the primary to become active"),
+        }
+        self.outbox.send(Notice::SplitBrain(split));
     }
 
     fn on_request(&mut self, msg: Message, clock: &mut PeerClock) -> Result<(), Error> {

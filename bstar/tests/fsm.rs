@@ -88,9 +88,11 @@ fn role_of(from: State, to: State) -> Option<Role> {
 
 fn expected_outcome(state: State, expect: Expect) -> Result<Outcome, FsmError> {
     match expect {
-        Expect::Ignore => Ok(Outcome { state, vote: None, became: None }),
-        Expect::To(next) => Ok(Outcome { state: next, vote: None, became: role_of(state, next) }),
-        Expect::Verdict(vote, next) => Ok(Outcome { state: next, vote: Some(vote), became: role_of(state, next) }),
+        Expect::Ignore => Ok(Outcome { state, vote: None, became: None, split: None }),
+        Expect::To(next) => Ok(Outcome { state: next, vote: None, became: role_of(state, next), split: None }),
+        Expect::Verdict(vote, next) => {
+            Ok(Outcome { state: next, vote: Some(vote), became: role_of(state, next), split: None })
+        }
         Expect::Fatal(e) => Err(e),
     }
 }
