@@ -542,10 +542,11 @@ async fn the_passive_promotes_only_on_a_client_vote_after_the_active_died() {
     .await;
 }
 
-/// Binary Star behaviour 5 through `chp server`: a pair server that finds its peer ACTIVE while
-/// it is ACTIVE itself (dual actives) stops with exit code 2.
+/// Binary Star behaviour 5 through `chp server`, healed: a pair server that finds its peer ACTIVE
+/// while it is ACTIVE itself, without having taken over from it, yields (the peer holds the newer
+/// truth) instead of stopping; told that the peer is PASSIVE too, the primary serves again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dual_actives_stop_the_pair_server_with_exit_code_2() {
+async fn dual_actives_make_a_pair_server_that_did_not_take_over_yield() {
     bounded(async {
         let ports = PairPorts::new();
         // A fake peer: announces BACKUP (the primary takes the active role), then ACTIVE.
@@ -565,7 +566,10 @@ async fn dual_actives_stop_the_pair_server_with_exit_code_2() {
         let mut primary = ServerProc::spawn("primary", Side::Primary, &ports, &[]);
         primary.expect("role: ACTIVE").await;
         say.send_replace("3");
-        assert_eq!(primary.exit_code().await, Some(2));
+        primary.expect("role: PASSIVE").await;
+        say.send_replace("4");
+        primary.expect("role: ACTIVE").await;
+        assert!(primary.running());
         beat.abort();
     })
     .await;

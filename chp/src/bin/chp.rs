@@ -23,8 +23,8 @@
 //!
 //! A pair server prints `listening on …`, then one line per role change (`role: ACTIVE …`,
 //! `role: PASSIVE`), peer event (`peer: alive (ACTIVE)`, `peer: silent`, `peer: synced at
-//! sequence N (K keys)`) and, with `--status-ms`, periodic `status: …` lines. On dual actives /
-//! dual passives it prints `chp: fatal: …` on stderr and exits with code 2.
+//! sequence N (K keys)`) and, with `--status-ms`, periodic `status: …` lines. Dual actives and
+//! dual passives are healed (`bstar::split`): the server that yields prints `role: PASSIVE`.
 
 #![forbid(unsafe_code)]
 

@@ -23,6 +23,10 @@
 //!   snapshot request that caused the failover (Binary Star delivers `BecameActive` before that
 //!   request). A server promoted before its copy of the peer was complete starts from what it has
 //!   (never a missing map), and says so.
+//! - **Split brain:** Binary Star runs with healing on ([`bstar::split`]): when both servers are
+//!   active (a partition healed, or an active resumed after a stall longer than the peer expiry),
+//!   the one that took over stays, the other becomes passive and re-syncs from it (keeping its old
+//!   map until the new copy is complete). Neither stops.
 //! - **CURVE** ([`HaConfig::curve`], [`ServerCurve`]): the CHP sockets, the Binary Star voter
 //!   and state link, and the passive's SUB and PEERSYNC? DEALER to the peer (CURVE clients of
 //!   it, with this server's key pair, which the peer admits even when it has a client allow
@@ -281,7 +285,8 @@ impl HaServer {
         let port = server.port;
         let mut star_config = bstar::Config::new(config.side, &config.state, &config.peer_state)
             .voter(endpoint(port), SocketType::Router)
-            .heartbeat(config.heartbeat);
+            .heartbeat(config.heartbeat)
+            .heal_split_brain(true);
         if let Some(curve) = &server.curve {
             star_config = star_config.curve(curve.bstar());
         }
@@ -701,7 +706,9 @@ impl Driver {
         self.role = State::Passive;
         self.was_passive = true;
         self.peer_synced = false;
-        self.shared.lock().clear();
+        // The map is kept until the active's snapshot replaces it: a server that yields after a
+        // split brain, then has to serve again before its copy is complete (the peer died too),
+        // serves what it had rather than nothing.
         if let Some(old) = self.follower.take() {
             old.close();
         }

@@ -234,18 +234,39 @@ pub struct ServerProc {
     lines: mpsc::UnboundedReceiver<String>,
     status: watch::Receiver<Option<ProcStatus>>,
     pub seen: Vec<String>,
+    /// Its log (stderr) lines at warn and above, when started with [`ServerProc::spawn_logging`].
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ServerProc {
     pub fn spawn(name: &'static str, side: Side, ports: &PairPorts, extra: &[&str]) -> ServerProc {
+        Self::start(name, side, ports, extra, false)
+    }
+
+    /// As [`spawn`](Self::spawn), keeping its warnings in [`ServerProc::log`].
+    pub fn spawn_logging(name: &'static str, side: Side, ports: &PairPorts, extra: &[&str]) -> ServerProc {
+        Self::start(name, side, ports, extra, true)
+    }
+
+    fn start(name: &'static str, side: Side, ports: &PairPorts, extra: &[&str], logging: bool) -> ServerProc {
         let mut child = Command::new(env!("CARGO_BIN_EXE_chp"))
             .args(ports.args(side, extra))
-            .env("RUST_LOG", "error")
+            .env("RUST_LOG", if logging { "warn" } else { "error" })
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if logging { Stdio::piped() } else { Stdio::inherit() })
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::unbounded_channel();
         let (status_tx, status) = watch::channel(None);
@@ -264,7 +285,7 @@ impl ServerProc {
                 }
             }
         });
-        ServerProc { name, child, lines, status, seen: Vec::new() }
+        ServerProc { name, child, lines, status, seen: Vec::new(), log }
     }
 
     /// A primary and a backup started as processes, returned once the pair is formed (primary active,
@@ -355,6 +376,18 @@ impl ServerProc {
     }
 
     /// Waits for the process to exit by itself; returns its exit code.
+    /// Sends a signal (`"STOP"`, `"CONT"`, …) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("process running").to_string();
+        let status = std::process::Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
+    /// True while the process has not exited.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
     pub async fn exit_code(&mut self) -> Option<i32> {
         step("process exits", self.child.wait()).await.unwrap().code()
     }
