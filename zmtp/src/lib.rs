@@ -42,6 +42,7 @@ pub mod wire;
 pub use error::{ConnectionError, Error, Result};
 pub use message::{Message, Properties};
 pub use monitor::{Monitor, MonitorEvent};
+pub use options::DEFAULT_SNDHWM_BYTES;
 pub use proxy::{Proxy, ProxyControl, proxy};
 pub use socket::Socket;
 pub use wire::SocketType;

@@ -8,6 +8,11 @@ use bytes::Bytes;
 use crate::security::{Authenticator, KeyPair};
 use crate::wire::Mechanism;
 
+/// Default byte HWM per peer on the way out (see `Socket::set_sndhwm_bytes`): 128 MiB, far above
+/// what the default HWM of 1000 messages holds for messages up to 128 KiB, so ordinary traffic never
+/// meets it; it is what keeps a peer that stops reading from holding gigabytes of large messages.
+pub const DEFAULT_SNDHWM_BYTES: usize = 128 * 1024 * 1024;
+
 /// Options a socket applies to new connections (like libzmq, changing HWMs does not resize the queues
 /// of connections that already exist).
 #[derive(Clone)]
@@ -16,6 +21,9 @@ pub(crate) struct Options {
     pub sndhwm: usize,
     /// ZMQ_RCVHWM: messages queued per peer on the way in (0 = unlimited). Default 1000.
     pub rcvhwm: usize,
+    /// Our extension beside ZMQ_SNDHWM: payload bytes queued per peer on the way out, including
+    /// what its connection is still writing (0 = unlimited). Default [`DEFAULT_SNDHWM_BYTES`].
+    pub sndhwm_bytes: usize,
     /// ZMQ_LINGER: how long `close` waits for queued messages to go out (`None` = forever, libzmq -1).
     pub linger: Option<Duration>,
     /// ZMQ_ROUTING_ID: our identity announced in READY (REQ/DEALER/ROUTER).
@@ -97,6 +105,7 @@ impl Default for Options {
         Options {
             sndhwm: 1000,
             rcvhwm: 1000,
+            sndhwm_bytes: DEFAULT_SNDHWM_BYTES,
             linger: None,
             routing_id: Bytes::new(),
             router_handover: false,

@@ -39,6 +39,7 @@ async fn forward(out: &OutPipe, to: &Inlet) -> Result<(), ConnectionError> {
     loop {
         out.wait_for_work().await;
         let more = out.drain(&mut items);
+        let handed_over = crate::socket::pipe::message_bytes(&items);
         for item in items.drain(..) {
             match item {
                 Outbound::Message(msg) => {
@@ -52,6 +53,7 @@ async fn forward(out: &OutPipe, to: &Inlet) -> Result<(), ConnectionError> {
             }
         }
         to.flush(&mut batch).await;
+        out.written(handed_over);
         if !more {
             return Ok(());
         }

@@ -97,6 +97,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
                 count += 1;
             }
             buf.reserve(bytes);
+            let payload = crate::socket::pipe::message_bytes(items.iter().take(count));
             for item in items.drain(..count) {
                 encode_item(item, minor, encoder.as_mut(), &mut buf, &mut chunks)?;
             }
@@ -104,6 +105,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
                 chunks.push(buf.split().freeze());
             }
             write_chunks(&mut wr, &mut chunks).await?;
+            out.written(payload);
             if items.is_empty() {
                 break;
             }

@@ -213,13 +213,13 @@ impl Core {
 
     fn new_peer(&self, state: &mut State, persistent: bool, kill: CancellationToken) -> PeerId {
         let id = self.next_peer.fetch_add(1, Ordering::Relaxed);
-        let (sndhwm, rcvhwm, conflate, assigned_routing_id) = {
+        let (sndhwm, sndhwm_bytes, rcvhwm, conflate, assigned_routing_id) = {
             let mut o = self.options();
             let assigned = if persistent { o.connect_routing_id.take() } else { None };
-            (o.sndhwm, o.rcvhwm, o.conflate, assigned)
+            (o.sndhwm, o.sndhwm_bytes, o.rcvhwm, o.conflate, assigned)
         };
         let peer = Peer {
-            out: Arc::new(OutPipe::new(sndhwm, conflate, self.space.clone())),
+            out: Arc::new(OutPipe::new(sndhwm, sndhwm_bytes, conflate, self.space.clone())),
             routing_id: Bytes::new(),
             subscriptions: Subscriptions::default(),
             connected: false,
@@ -328,6 +328,23 @@ impl Core {
             }
         }
         Ok(announced.clone())
+    }
+
+    /// ROUTER: closes the connection of the peer with this routing id. An accepted peer is removed
+    /// at once with everything queued for it; a connected one is reconnected (keeping its queue).
+    /// False when no peer has that routing id.
+    pub fn drop_route(&self, routing_id: &[u8]) -> bool {
+        let (id, persistent) = {
+            let state = self.state();
+            let Some(&id) = state.routes.get(routing_id) else { return false };
+            let Some(peer) = state.peers.get(&id) else { return false };
+            peer.kill.cancel();
+            (id, peer.persistent)
+        };
+        if !persistent {
+            self.detach(id, false);
+        }
+        true
     }
 
     /// A connection ended. `keep` keeps a connect-side slot (and its queue) for the reconnect.

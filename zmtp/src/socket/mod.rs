@@ -170,6 +170,15 @@ impl Socket {
         Ok(())
     }
 
+    /// ROUTER: closes the connection of the peer with this routing id, freeing what is queued for
+    /// it (a peer this socket connected to is reconnected, keeping its queue). Not a libzmq call:
+    /// libzmq has no way to drop one ROUTER peer, and a server needs one to shed a client that
+    /// stopped reading. Returns false when no peer has that routing id (or the socket is not a
+    /// ROUTER).
+    pub fn drop_peer(&self, routing_id: &[u8]) -> bool {
+        self.inner.core.socket_type == SocketType::Router && self.inner.core.drop_route(routing_id)
+    }
+
     fn take_endpoint(&self, endpoint: &str) -> Result<EndpointHandle> {
         self.endpoints().remove(endpoint).ok_or_else(|| Error::EndpointNotFound(endpoint.to_owned()))
     }
@@ -312,6 +321,15 @@ impl Socket {
     option!(
         /// ZMQ_SNDHWM: outbound queue limit per peer, in messages (0 = none). Default 1000.
         sndhwm, set_sndhwm, sndhwm: usize);
+    option!(
+        /// Beside ZMQ_SNDHWM (not a libzmq option): outbound queue limit per peer in payload bytes,
+        /// counting what the connection is still writing (0 = none). Whichever limit is reached
+        /// first applies, with the socket type's HWM behaviour (PUB drops, DEALER/PUSH wait, …);
+        /// a single message larger than the limit still goes when nothing else is queued. Default
+        /// 128 MiB ([`DEFAULT_SNDHWM_BYTES`](crate::DEFAULT_SNDHWM_BYTES)): a peer that stops
+        /// reading cannot make the socket hold more than that for it. Applies to connections made
+        /// afterwards.
+        sndhwm_bytes, set_sndhwm_bytes, sndhwm_bytes: usize);
     option!(
         /// ZMQ_RCVHWM: inbound queue limit per peer, in messages (0 = none). Default 1000.
         rcvhwm, set_rcvhwm, rcvhwm: usize);

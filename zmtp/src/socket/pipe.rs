@@ -2,7 +2,9 @@
 //!
 //! The socket pushes whole messages; the connection's writer swaps the whole queue out under one lock
 //! and encodes it in one go, so a burst of small messages costs one lock and one syscall, not one each.
-//! HWM counts messages only; commands (subscriptions, PONGs) ride along uncounted.
+//! HWM counts messages; the byte HWM (`sndhwm_bytes`) counts their payload bytes, both those queued
+//! and those the writer has taken but not yet written (a peer that stops reading holds at most the
+//! limit plus one message). Commands (subscriptions, PONGs) ride along uncounted.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -26,6 +28,10 @@ pub(crate) enum Outbound {
 struct State {
     queue: VecDeque<Outbound>,
     messages: usize,
+    /// Payload bytes of the queued messages.
+    bytes: usize,
+    /// Payload bytes the writer has drained and not yet reported written.
+    in_flight: usize,
     /// The writer is parked waiting for work.
     writer_waiting: bool,
     /// The socket is closing: flush what is queued, then stop.
@@ -37,6 +43,8 @@ struct State {
 pub(crate) struct OutPipe {
     state: Mutex<State>,
     hwm: usize,
+    /// Byte HWM (0 = unlimited).
+    hwm_bytes: usize,
     writer_wake: Notify,
     /// CONFLATE: a new message replaces the queued one.
     conflate: bool,
@@ -45,16 +53,18 @@ pub(crate) struct OutPipe {
 }
 
 impl OutPipe {
-    pub fn new(hwm: usize, conflate: bool, space: Arc<super::core::Waiters>) -> Self {
-        OutPipe { state: Mutex::default(), hwm, writer_wake: Notify::new(), conflate, space }
+    pub fn new(hwm: usize, hwm_bytes: usize, conflate: bool, space: Arc<super::core::Waiters>) -> Self {
+        OutPipe { state: Mutex::default(), hwm, hwm_bytes, writer_wake: Notify::new(), conflate, space }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// At either HWM. A message larger than the byte HWM still goes through when nothing else is
+    /// queued or in flight (it could never be sent otherwise).
     fn full(&self, s: &State) -> bool {
-        self.hwm != 0 && s.messages >= self.hwm
+        (self.hwm != 0 && s.messages >= self.hwm) || (self.hwm_bytes != 0 && s.bytes + s.in_flight >= self.hwm_bytes)
     }
 
     /// Whether any message is queued.
@@ -73,11 +83,13 @@ impl OutPipe {
         if self.conflate && s.messages > 0 {
             s.queue.retain(|item| !matches!(item, Outbound::Message(_)));
             s.messages = 0;
+            s.bytes = 0;
         }
         if self.full(&s) {
             return Err(msg);
         }
         s.messages += 1;
+        s.bytes += msg.byte_len();
         s.queue.push_back(Outbound::Message(msg));
         self.wake_writer(s);
         Ok(())
@@ -100,17 +112,38 @@ impl OutPipe {
 
     /// Moves everything queued into `out` (which must be empty). Returns `false` when nothing was
     /// queued and the socket is closing, i.e. the writer is done.
+    ///
+    /// The drained messages' bytes stay counted against the byte HWM until the caller reports them
+    /// gone with [`written`](Self::written).
     pub fn drain(&self, out: &mut VecDeque<Outbound>) -> bool {
         let mut s = self.lock();
         let was_full = self.full(&s);
         std::mem::swap(&mut s.queue, out);
         s.messages = 0;
+        s.in_flight += std::mem::take(&mut s.bytes);
         let more = !out.is_empty() || !s.closing;
+        let has_room = !self.full(&s);
         drop(s);
-        if was_full {
+        if was_full && has_room {
             self.space.wake();
         }
         more
+    }
+
+    /// Reports `bytes` of drained message payload written (or handed over): they no longer count
+    /// against the byte HWM.
+    pub fn written(&self, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        let was_full = self.full(&s);
+        s.in_flight = s.in_flight.saturating_sub(bytes);
+        let has_room = !self.full(&s);
+        drop(s);
+        if was_full && has_room {
+            self.space.wake();
+        }
     }
 
     /// Waits until there is something to drain (or the socket is closing).
@@ -134,6 +167,7 @@ impl OutPipe {
         if messages_too {
             s.queue.clear();
             s.messages = 0;
+            s.bytes = 0;
         } else {
             s.queue.retain(|item| matches!(item, Outbound::Message(_)));
         }
@@ -146,5 +180,74 @@ impl OutPipe {
         s.writer_waiting = false;
         drop(s);
         self.writer_wake.notify_one();
+    }
+}
+
+/// The payload bytes of queued items (what the byte HWM counts).
+pub(crate) fn message_bytes<'a>(items: impl IntoIterator<Item = &'a Outbound>) -> usize {
+    items
+        .into_iter()
+        .map(|item| match item {
+            Outbound::Message(msg) => msg.byte_len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pipe(hwm: usize, hwm_bytes: usize) -> OutPipe {
+        OutPipe::new(hwm, hwm_bytes, false, Arc::new(super::super::core::Waiters::default()))
+    }
+
+    fn msg(len: usize) -> Message {
+        Message::single(vec![0u8; len])
+    }
+
+    #[test]
+    fn the_byte_hwm_counts_queued_and_in_flight_bytes() {
+        let p = pipe(0, 1000);
+        for _ in 0..3 {
+            p.try_push(msg(300)).unwrap();
+        }
+        p.try_push(msg(300)).unwrap(); // 900 < 1000: room for one more, whatever its size
+        assert!(p.try_push(msg(1)).is_err(), "1200 queued");
+        let mut taken = VecDeque::new();
+        assert!(p.drain(&mut taken));
+        assert_eq!(message_bytes(&taken), 1200);
+        // Drained but not yet written: still counted.
+        assert!(!p.has_room() && p.try_push(msg(1)).is_err());
+        p.written(700);
+        assert!(p.has_room());
+        p.try_push(msg(10)).unwrap();
+        p.written(500);
+        p.try_push(msg(990)).unwrap();
+        assert!(p.try_push(msg(1)).is_err(), "10 + 990 queued, nothing in flight: at the limit");
+    }
+
+    #[test]
+    fn a_message_larger_than_the_byte_hwm_goes_alone() {
+        let p = pipe(0, 100);
+        p.try_push(msg(5000)).unwrap();
+        assert!(p.try_push(msg(1)).is_err());
+        let mut taken = VecDeque::new();
+        p.drain(&mut taken);
+        assert!(p.try_push(msg(1)).is_err(), "still being written");
+        p.written(5000);
+        p.try_push(msg(1)).unwrap();
+    }
+
+    #[test]
+    fn message_and_byte_limits_both_apply_and_zero_means_none() {
+        let p = pipe(2, 0);
+        p.try_push(msg(1 << 20)).unwrap();
+        p.try_push(msg(1 << 20)).unwrap();
+        assert!(p.try_push(msg(1)).is_err(), "two messages");
+        let p = pipe(0, 0);
+        for _ in 0..10_000 {
+            p.try_push(msg(1)).unwrap();
+        }
     }
 }
