@@ -67,6 +67,13 @@ pub struct ServerConfig {
     /// Messages queued per subscriber on the publisher, and per client on the collector, before
     /// the publisher drops (a subscriber then sees a sequence gap). Default 100 000.
     pub queue_limit: usize,
+    /// Bytes queued per subscriber on the publisher before it drops updates for that subscriber
+    /// (the Clone answer to a slow subscriber, the Guide's Suicidal Snail: it sees the gap and
+    /// re-syncs by snapshot). Default 64 MiB.
+    pub subscriber_bytes: usize,
+    /// Bytes queued per client on the snapshot socket: a snapshot streams no faster than its
+    /// client reads it, holding at most this much (plus one chunk) for it. Default 4 MiB.
+    pub snapshot_peer_bytes: usize,
     /// CURVE on the three sockets (see [`ServerCurve`]); `None` (the default): no security.
     pub curve: Option<ServerCurve>,
 }
@@ -81,6 +88,8 @@ impl Default for ServerConfig {
             max_concurrent_snapshots: 64,
             snapshot_stall_timeout: Duration::from_secs(10),
             queue_limit: 100_000,
+            subscriber_bytes: 64 << 20,
+            snapshot_peer_bytes: 4 << 20,
             curve: None,
         }
     }
@@ -300,7 +309,9 @@ async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor),
         }
         snapshot.set_router_mandatory(true);
         snapshot.set_sndhwm(10_000);
+        snapshot.set_sndhwm_bytes(config.snapshot_peer_bytes);
         publisher.set_sndhwm(config.queue_limit);
+        publisher.set_sndhwm_bytes(config.subscriber_bytes);
         collector.set_rcvhwm(config.queue_limit);
         collector.set_maxmsgsize(Some(config.max_value_len.max(crate::kvmsg::MAX_KEY_LEN) as u64 + 1024));
         collector.subscribe("").expect("SUB socket");

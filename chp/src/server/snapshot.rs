@@ -37,6 +37,9 @@ enum Request {
 
 /// KVSYNCs read from the state per lock.
 const CHUNK: usize = 512;
+/// Bytes of keys and values copied out of the state per lock (at least one entry): with the
+/// socket's per-peer byte budget this bounds what one snapshot stream holds, whatever the values.
+const CHUNK_BYTES: usize = 256 * 1024;
 
 pub(super) struct Snapshots {
     router: Socket,
@@ -133,7 +136,10 @@ impl Stream {
             }
             Err(why) => {
                 self.shared.stats.snapshots_aborted.inc();
-                tracing::info!(peer = ?self.identity, subtree = %what, "snapshot abandoned: {why}");
+                // Shed the peer: what is still queued for it (up to the per-peer byte budget) is
+                // freed now, not when it finally disconnects.
+                self.router.drop_peer(&self.identity);
+                tracing::info!(peer = ?self.identity, subtree = %what, "snapshot abandoned, peer dropped: {why}");
             }
         }
     }
@@ -144,15 +150,15 @@ impl Stream {
         let mut after: Option<Bytes> = None;
         let mut sent = 0;
         loop {
-            let chunk = self.shared.lock().snapshot_chunk(subtree, after.as_deref(), CHUNK, sequence);
-            let full = chunk.len() == CHUNK;
+            let chunk = self.shared.lock().snapshot_chunk(subtree, after.as_deref(), CHUNK, CHUNK_BYTES, sequence);
+            let more = !chunk.is_empty();
             after = chunk.last().map(|kv| kv.key.clone());
             for kv in chunk {
                 self.send(vec![self.identity.clone(), kv.key, seq_frame.clone(), Bytes::new(), Bytes::new(), kv.value])
                     .await?;
                 sent += 1;
             }
-            if !full {
+            if !more {
                 break;
             }
         }
@@ -170,8 +176,9 @@ impl Stream {
         let mut after: Option<Bytes> = None;
         let mut sent = 0;
         loop {
-            let chunk = self.shared.lock().peer_snapshot_chunk(after.as_deref(), CHUNK, std::time::Instant::now());
-            let full = chunk.len() == CHUNK;
+            let chunk =
+                self.shared.lock().peer_snapshot_chunk(after.as_deref(), CHUNK, CHUNK_BYTES, std::time::Instant::now());
+            let more = !chunk.is_empty();
             after = chunk.last().map(|e| e.key.clone());
             for entry in chunk {
                 let properties = match entry.ttl {
@@ -183,7 +190,7 @@ impl Stream {
                 self.send(frames).await?;
                 sent += 1;
             }
-            if !full {
+            if !more {
                 break;
             }
         }

@@ -283,13 +283,27 @@ impl ServerState {
         }
     }
 
-    /// Up to `max` KVSYNCs for `subtree`, in key order, after key `after` (exclusive). Each carries
+    /// Up to `max` KVSYNCs for `subtree`, in key order, after key `after` (exclusive), stopping
+    /// once they hold `max_bytes` of keys and values (at least one is returned). Each carries
     /// `sequence` (the snapshot's). Keys and values are copied out, so the caller can send them
-    /// without holding the state.
-    pub fn snapshot_chunk(&self, subtree: &Subtree, after: Option<&[u8]>, max: usize, sequence: u64) -> Vec<KvSync> {
+    /// without holding the state; the byte bound keeps that copy small whatever the value sizes.
+    pub fn snapshot_chunk(
+        &self,
+        subtree: &Subtree,
+        after: Option<&[u8]>,
+        max: usize,
+        max_bytes: usize,
+        sequence: u64,
+    ) -> Vec<KvSync> {
+        let mut bytes = 0;
         self.store
             .range(subtree.as_bytes(), after)
             .take(max)
+            .take_while(|e| {
+                let fits = bytes < max_bytes;
+                bytes += e.key.len() + e.value.len();
+                fits
+            })
             .map(|e| KvSync { key: Bytes::copy_from_slice(e.key), sequence, value: Bytes::copy_from_slice(e.value) })
             .collect()
     }
@@ -297,11 +311,25 @@ impl ServerState {
     /// Up to `max` entries of the whole map after key `after` (exclusive), each with the time it
     /// has left to live at `now` (for the passive server of a pair, which keeps expiring them once
     /// promoted). A key already past its deadline but not yet expired is given 1 ms.
-    pub fn peer_snapshot_chunk(&self, after: Option<&[u8]>, max: usize, now: Instant) -> Vec<PeerEntry> {
+    ///
+    /// Like [`snapshot_chunk`](Self::snapshot_chunk) it stops once `max_bytes` are copied.
+    pub fn peer_snapshot_chunk(
+        &self,
+        after: Option<&[u8]>,
+        max: usize,
+        max_bytes: usize,
+        now: Instant,
+    ) -> Vec<PeerEntry> {
         let now_ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
+        let mut bytes = 0;
         self.store
             .range(b"", after)
             .take(max)
+            .take_while(|e| {
+                let fits = bytes < max_bytes;
+                bytes += e.key.len() + e.value.len();
+                fits
+            })
             .map(|e| PeerEntry {
                 key: Bytes::copy_from_slice(e.key),
                 value: Bytes::copy_from_slice(e.value),
@@ -405,7 +433,7 @@ mod tests {
         let mut active = ServerState::new(t0);
         active.apply(set("/a", "1", Some("10")), t0).unwrap();
         active.apply(set("/b", "2", None), t0).unwrap();
-        let entries = active.peer_snapshot_chunk(None, 100, t0 + ms(4000));
+        let entries = active.peer_snapshot_chunk(None, 100, usize::MAX, t0 + ms(4000));
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].ttl, Some(ms(6000)));
         assert_eq!(entries[1].ttl, None);
@@ -439,11 +467,16 @@ mod tests {
             s.apply(set(k, "v", None), t0).unwrap();
         }
         let sub: Subtree = "/a/".parse().unwrap();
-        let c1 = s.snapshot_chunk(&sub, None, 2, 4);
+        let c1 = s.snapshot_chunk(&sub, None, 2, usize::MAX, 4);
         assert_eq!(c1.iter().map(|k| k.key.clone()).collect::<Vec<_>>(), ["/a/1", "/a/2"]);
         assert!(c1.iter().all(|k| k.sequence == 4));
-        let c2 = s.snapshot_chunk(&sub, Some(&c1[1].key), 2, 4);
+        let c2 = s.snapshot_chunk(&sub, Some(&c1[1].key), 2, usize::MAX, 4);
         assert_eq!(c2.iter().map(|k| k.key.clone()).collect::<Vec<_>>(), ["/a/3"]);
-        assert_eq!(s.snapshot_chunk(&Subtree::all(), None, 100, 4).len(), 4);
+        assert_eq!(s.snapshot_chunk(&Subtree::all(), None, 100, usize::MAX, 4).len(), 4);
+        // The byte bound: the first entry always, then only while under the bound.
+        assert_eq!(s.snapshot_chunk(&Subtree::all(), None, 100, 1, 4).len(), 1);
+        let first = s.snapshot_chunk(&Subtree::all(), None, 1, usize::MAX, 4);
+        let one = first[0].key.len() + first[0].value.len();
+        assert_eq!(s.snapshot_chunk(&Subtree::all(), None, 100, one + 1, 4).len(), 2);
     }
 }
