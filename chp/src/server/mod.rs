@@ -60,7 +60,7 @@ pub struct ServerConfig {
     /// Largest value accepted, in bytes; also bounds every inbound frame (MAXMSGSIZE) on the
     /// collector. Default 1 MiB.
     pub max_value_len: usize,
-    /// Snapshots streamed at the same time (more wait). Default 64.
+    /// Snapshots streamed at the same time (more wait, holding nothing). Default 32.
     pub max_concurrent_snapshots: usize,
     /// A snapshot whose client reads nothing for this long is abandoned. Default 10 s.
     pub snapshot_stall_timeout: Duration,
@@ -69,10 +69,10 @@ pub struct ServerConfig {
     pub queue_limit: usize,
     /// Bytes queued per subscriber on the publisher before it drops updates for that subscriber
     /// (the Clone answer to a slow subscriber, the Guide's Suicidal Snail: it sees the gap and
-    /// re-syncs by snapshot). Default 64 MiB.
+    /// re-syncs by snapshot). Default 16 MiB.
     pub subscriber_bytes: usize,
     /// Bytes queued per client on the snapshot socket: a snapshot streams no faster than its
-    /// client reads it, holding at most this much (plus one chunk) for it. Default 4 MiB.
+    /// client reads it, holding at most this much (plus one chunk) for it. Default 1 MiB.
     pub snapshot_peer_bytes: usize,
     /// CURVE on the three sockets (see [`ServerCurve`]); `None` (the default): no security.
     pub curve: Option<ServerCurve>,
@@ -85,11 +85,11 @@ impl Default for ServerConfig {
             port: 0,
             hugz_interval: Duration::from_secs(1),
             max_value_len: 1 << 20,
-            max_concurrent_snapshots: 64,
+            max_concurrent_snapshots: 32,
             snapshot_stall_timeout: Duration::from_secs(10),
             queue_limit: 100_000,
-            subscriber_bytes: 64 << 20,
-            snapshot_peer_bytes: 4 << 20,
+            subscriber_bytes: 16 << 20,
+            snapshot_peer_bytes: 1 << 20,
             curve: None,
         }
     }

@@ -11,10 +11,16 @@
 //!
 //! **Fairness and abuse.** Requests from one peer are served one at a time (a request that arrives
 //! while one is streaming replaces any earlier waiting one), at most `max_concurrent` stream at
-//! once, and a peer that stops reading for `stall_timeout` (ROUTER_MANDATORY makes its full queue
-//! block us) or disconnects (`HostUnreachable`) has its snapshot abandoned.
+//! once (the others wait in arrival order, holding nothing), and each streams no faster than its
+//! peer reads: the socket holds at most the per-peer byte budget for it (ROUTER_MANDATORY makes a
+//! full queue block us), and at most one chunk is copied out of the map at a time. So memory is
+//! bounded by `max_concurrent` × (budget + chunk), however many peers ask. A peer that reads
+//! nothing for `stall_timeout` — or for [`CONTENDED_STALL`] while other snapshots wait for a
+//! slot, so that stalled peers cannot hold every slot — or that disconnects (`HostUnreachable`)
+//! has its snapshot abandoned and is dropped, which frees what was queued for it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,7 +45,9 @@ enum Request {
 const CHUNK: usize = 512;
 /// Bytes of keys and values copied out of the state per lock (at least one entry): with the
 /// socket's per-peer byte budget this bounds what one snapshot stream holds, whatever the values.
-const CHUNK_BYTES: usize = 256 * 1024;
+const CHUNK_BYTES: usize = 64 * 1024;
+/// How long a snapshot may wait for a peer that reads nothing while other snapshots wait for a slot.
+pub const CONTENDED_STALL: Duration = Duration::from_millis(250);
 
 pub(super) struct Snapshots {
     router: Socket,
@@ -47,6 +55,8 @@ pub(super) struct Snapshots {
     /// Peers with a snapshot streaming, and the request waiting behind it.
     busy: Arc<Mutex<HashMap<Bytes, Option<Request>>>>,
     permits: Arc<Semaphore>,
+    /// Streams waiting for a permit.
+    waiting: Arc<AtomicUsize>,
     stall_timeout: Duration,
 }
 
@@ -57,6 +67,7 @@ impl Snapshots {
             shared,
             busy: Arc::default(),
             permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            waiting: Arc::default(),
             stall_timeout,
         }
     }
@@ -93,6 +104,7 @@ impl Snapshots {
             router: self.router.clone(),
             shared: self.shared.clone(),
             permits: self.permits.clone(),
+            waiting: self.waiting.clone(),
             stall_timeout: self.stall_timeout,
             identity,
         };
@@ -118,13 +130,17 @@ struct Stream {
     router: Socket,
     shared: Arc<Shared>,
     permits: Arc<Semaphore>,
+    waiting: Arc<AtomicUsize>,
     stall_timeout: Duration,
     identity: Bytes,
 }
 
 impl Stream {
     async fn serve(&self, request: &Request) {
-        let Ok(_permit) = self.permits.acquire().await else { return };
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let permit = self.permits.acquire().await;
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        let Ok(_permit) = permit else { return };
         let (result, what) = match request {
             Request::Client(subtree) => (self.stream(subtree).await, subtree.to_string()),
             Request::Peer => (self.stream_to_peer().await, "(peer)".to_owned()),
@@ -200,11 +216,25 @@ impl Stream {
     }
 
     async fn send(&self, frames: Vec<Bytes>) -> Result<(), String> {
-        match tokio::time::timeout(self.stall_timeout, self.router.send(Message::from(frames))).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(zmtp::Error::HostUnreachable(_))) => Err("peer disconnected".into()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("peer read nothing for {:?}", self.stall_timeout)),
+        let msg = Message::from(frames);
+        let started = tokio::time::Instant::now();
+        loop {
+            // `send` is cancel-safe: a timed-out attempt queued nothing, so the same message is
+            // offered again.
+            match tokio::time::timeout(CONTENDED_STALL, self.router.send(msg.clone())).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(zmtp::Error::HostUnreachable(_))) => return Err("peer disconnected".into()),
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(_) => {
+                    let stalled = started.elapsed();
+                    if self.waiting.load(Ordering::Relaxed) > 0 {
+                        return Err(format!("peer read nothing for {stalled:?} while other snapshots wait"));
+                    }
+                    if stalled >= self.stall_timeout {
+                        return Err(format!("peer read nothing for {stalled:?}"));
+                    }
+                }
+            }
         }
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! The socket pushes whole messages; the connection's writer swaps the whole queue out under one lock
 //! and encodes it in one go, so a burst of small messages costs one lock and one syscall, not one each.
-//! HWM counts messages; the byte HWM (`sndhwm_bytes`) counts their payload bytes, both those queued
-//! and those the writer has taken but not yet written (a peer that stops reading holds at most the
-//! limit plus one message). Commands (subscriptions, PONGs) ride along uncounted.
+//! HWM counts messages; the byte HWM (`sndhwm_bytes`) counts what they cost in memory ([`cost`]:
+//! payload plus a fixed charge per frame), both those queued and those the writer has taken but not
+//! yet written (a peer that stops reading holds at most the limit plus one message). Commands
+//! (subscriptions, PONGs) ride along uncounted.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -89,7 +90,7 @@ impl OutPipe {
             return Err(msg);
         }
         s.messages += 1;
-        s.bytes += msg.byte_len();
+        s.bytes += cost(&msg);
         s.queue.push_back(Outbound::Message(msg));
         self.wake_writer(s);
         Ok(())
@@ -183,12 +184,22 @@ impl OutPipe {
     }
 }
 
-/// The payload bytes of queued items (what the byte HWM counts).
+/// What a queued frame costs beyond its payload: its `Bytes` handle in the message and, usually,
+/// the header of a buffer of its own. Counting payload alone let many small messages (a snapshot
+/// of 60-byte values) hold five times the budget.
+pub(crate) const FRAME_COST: usize = 64;
+
+/// What a message counts against the byte HWM.
+pub(crate) fn cost(msg: &Message) -> usize {
+    msg.byte_len() + FRAME_COST * msg.len()
+}
+
+/// What queued items count against the byte HWM.
 pub(crate) fn message_bytes<'a>(items: impl IntoIterator<Item = &'a Outbound>) -> usize {
     items
         .into_iter()
         .map(|item| match item {
-            Outbound::Message(msg) => msg.byte_len(),
+            Outbound::Message(msg) => cost(msg),
             _ => 0,
         })
         .sum()
@@ -202,13 +213,15 @@ mod tests {
         OutPipe::new(hwm, hwm_bytes, false, Arc::new(super::super::core::Waiters::default()))
     }
 
-    fn msg(len: usize) -> Message {
-        Message::single(vec![0u8; len])
+    /// A one-frame message costing `cost` bytes (at least one frame's charge).
+    fn msg(cost: usize) -> Message {
+        Message::single(vec![0u8; cost.saturating_sub(FRAME_COST)])
     }
 
     #[test]
     fn the_byte_hwm_counts_queued_and_in_flight_bytes() {
         let p = pipe(0, 1000);
+        assert_eq!(super::cost(&msg(300)), 300);
         for _ in 0..3 {
             p.try_push(msg(300)).unwrap();
         }
