@@ -268,12 +268,14 @@ pub struct Fsm {
     state: State,
     /// `Some`: dual actives / dual passives are healed (see [`crate::split`]), not fatal.
     healer: Option<Healer>,
+    /// May leave PASSIVE for ACTIVE (see [`Fsm::set_eligible`]).
+    eligible: bool,
 }
 
 impl Fsm {
     /// A machine in the side's start state, with the Guide's fatal dual actives / dual passives.
     pub fn new(side: Side) -> Fsm {
-        Fsm { side, state: side.start_state(), healer: None }
+        Fsm { side, state: side.start_state(), healer: None, eligible: true }
     }
 
     /// A machine in the side's start state that heals a split brain instead of failing (see
@@ -293,7 +295,28 @@ impl Fsm {
     /// # Ok::<(), bstar::fsm::FsmError>(())
     /// ```
     pub fn healing(side: Side) -> Fsm {
-        Fsm { side, state: side.start_state(), healer: Some(Healer::default()) }
+        Fsm { side, state: side.start_state(), healer: Some(Healer::default()), eligible: true }
+    }
+
+    /// Whether the machine may go from PASSIVE to ACTIVE (default true). An application clears it
+    /// while it cannot serve as the truth (a passive whose copy of the active's state is still
+    /// incomplete): a client's vote is then rejected and a restarted peer (PEER_PRIMARY /
+    /// PEER_BACKUP) leaves it passive. A pair with no eligible server serves nobody — which is
+    /// right when the only complete state died with the other server.
+    ///
+    /// ```
+    /// use bstar::fsm::{Event, Fsm, Side, State, Vote};
+    /// let mut fsm = Fsm::new(Side::Backup);
+    /// fsm.handle(Event::PeerActive, false)?; // passive
+    /// fsm.set_eligible(false);
+    /// assert_eq!(fsm.handle(Event::ClientRequest, true)?.vote, Some(Vote::Reject));
+    /// assert_eq!(fsm.handle(Event::PeerPrimary, false)?.state, State::Passive);
+    /// fsm.set_eligible(true);
+    /// assert_eq!(fsm.handle(Event::ClientRequest, true)?.vote, Some(Vote::Accept));
+    /// # Ok::<(), bstar::fsm::FsmError>(())
+    /// ```
+    pub fn set_eligible(&mut self, eligible: bool) {
+        self.eligible = eligible;
     }
 
     /// Which server this is.
@@ -310,7 +333,17 @@ impl Fsm {
     /// pair is broken and the server should stop.
     pub fn handle(&mut self, event: Event, peer_expired: bool) -> Result<Outcome, FsmError> {
         let before = self.state;
-        let outcome = match (transition(before, event, peer_expired), self.healer.as_mut()) {
+        let mut result = transition(before, event, peer_expired);
+        if let Ok(outcome) = &mut result
+            && before == State::Passive
+            && outcome.state == State::Active
+            && !self.eligible
+        {
+            // Vetoed: stay passive, and a vote is rejected.
+            *outcome =
+                Outcome { state: State::Passive, vote: outcome.vote.map(|_| Vote::Reject), became: None, split: None };
+        }
+        let outcome = match (result, self.healer.as_mut()) {
             (Ok(outcome), healer) => {
                 if let Some(h) = healer {
                     h.observe(before, event, outcome.state);

@@ -2,6 +2,7 @@
 //! the voter socket for replies, and a way to stop.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     pub(crate) state_endpoint: String,
     pub(crate) voter_endpoint: String,
     pub(crate) heartbeat: Duration,
+    /// See [`Handle::set_eligible`].
+    pub(crate) eligible: AtomicBool,
 }
 
 impl Shared {
@@ -141,5 +144,18 @@ impl Handle {
     /// Asks the runner to stop; [`BinaryStar::run`](crate::BinaryStar::run) then returns `Ok(())`.
     pub fn stop(&self) {
         self.shared.stop.notify_one();
+    }
+
+    /// Whether this server may take over from PASSIVE (default true). The application clears it
+    /// while it cannot serve as the truth — say, a passive whose copy of the active's state is not
+    /// complete yet: until it is set again, a client's vote is rejected and a restarted peer does
+    /// not make this server active (see [`Fsm::set_eligible`](crate::fsm::Fsm::set_eligible)).
+    pub fn set_eligible(&self, eligible: bool) {
+        self.shared.eligible.store(eligible, Ordering::Relaxed);
+    }
+
+    /// See [`set_eligible`](Self::set_eligible).
+    pub fn eligible(&self) -> bool {
+        self.shared.eligible.load(Ordering::Relaxed)
     }
 }

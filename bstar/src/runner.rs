@@ -146,6 +146,7 @@ impl BinaryStar {
             state_endpoint,
             voter_endpoint,
             heartbeat: config.heartbeat,
+            eligible: std::sync::atomic::AtomicBool::new(true),
         });
         let (outbox, notices) = Outbox::new(config.request_queue);
         let star = BinaryStar {
@@ -284,6 +285,7 @@ impl BinaryStar {
             tracing::info!(side = %self.config.side, peer = %peer, "peer alive");
             self.outbox.send(Notice::PeerAlive(peer));
         }
+        self.sync_eligibility();
         let outcome = self.fsm.handle(Event::from_peer(peer), false)?;
         if let Some(split) = outcome.split {
             self.split(split);
@@ -317,6 +319,7 @@ impl BinaryStar {
     fn on_request(&mut self, msg: Message, clock: &mut PeerClock) -> Result<(), Error> {
         let now = Instant::now();
         self.check_peer(clock, now);
+        self.sync_eligibility();
         let outcome = self.fsm.handle(Event::ClientRequest, clock.expired(now))?;
         if let Some(role) = outcome.became {
             self.became(role)?;
@@ -340,6 +343,12 @@ impl BinaryStar {
             }
         }
         Ok(())
+    }
+
+    /// Brings the application's [`Handle::set_eligible`] into the FSM.
+    fn sync_eligibility(&mut self) {
+        let eligible = self.shared.eligible.load(std::sync::atomic::Ordering::Relaxed);
+        self.fsm.set_eligible(eligible);
     }
 
     fn check_peer(&mut self, clock: &mut PeerClock, now: Instant) {

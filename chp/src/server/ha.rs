@@ -21,8 +21,14 @@
 //!   updates, so clients that fail over to it can vote.
 //! - **Promotion:** stop following, replay the pending list with new sequences, then serve the
 //!   snapshot request that caused the failover (Binary Star delivers `BecameActive` before that
-//!   request). A server promoted before its copy of the peer was complete starts from what it has
-//!   (never a missing map), and says so.
+//!   request). **A server that never held the truth does not take over:** one that was never
+//!   active and has no complete copy of the active's map yet (a restarted peer still copying it)
+//!   rejects votes and stays passive when its peer restarts ([`bstar::Handle::set_eligible`]),
+//!   and logs why. If the active dies then, the pair serves nobody — clients keep the maps they
+//!   hold and one-shot commands fail — rather than serve a partial map as the truth; with both
+//!   copies gone, restarting both servers starts over from an empty map. (A server promoted in the
+//!   middle of a re-sync after a gap, which held a complete copy before, starts from what it has
+//!   and says so.)
 //! - **Split brain:** Binary Star runs with healing on ([`bstar::split`]): when both servers are
 //!   active (a partition healed, or an active resumed after a stall longer than the peer expiry),
 //!   the one that took over stays, the other becomes passive and re-syncs from it (keeping its old
@@ -353,6 +359,9 @@ impl HaServer {
         let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(1024).0 });
         let snapshots =
             Snapshots::new(snapshot, shared.clone(), server.max_concurrent_snapshots, server.snapshot_stall_timeout);
+        // Not eligible to take over from PASSIVE until this server holds the truth (see
+        // `Driver::holds_truth`); becoming active at formation (PRIMARY meets BACKUP) is unaffected.
+        handle.set_eligible(false);
         let runner = tokio::spawn(star.run());
         let (stop, stopped) = oneshot::channel();
         let driver = Driver {
@@ -366,6 +375,7 @@ impl HaServer {
             snapshots,
             role: start,
             was_passive: false,
+            holds_truth: false,
             follower: None,
             stats: HaStats::default(),
             peer_synced: false,
@@ -517,6 +527,10 @@ struct Driver {
     /// Our role as far as the CHP side is concerned (changes when the notice is handled).
     role: State,
     was_passive: bool,
+    /// This server has been active, or holds a complete copy of the active's map: it may take
+    /// over. A server that never had either (a restarted one still copying the active's map)
+    /// refuses to, so a map it holds only in part is never served as the truth.
+    holds_truth: bool,
     follower: Option<Follower>,
     stats: HaStats,
     peer_synced: bool,
@@ -694,7 +708,15 @@ impl Driver {
             Notice::Request(msg) => self.snapshots.request(msg),
             Notice::PeerAlive(state) => self.emit(HaEvent::PeerAlive(state)),
             Notice::PeerSilent => {
-                if self.role == State::Passive {
+                if self.role == State::Passive && !self.holds_truth {
+                    let keys = self.shared.lock().len();
+                    tracing::error!(
+                        keys,
+                        "the active peer is silent and this server holds no complete copy of its map: it will not \
+                         take over (clients get no snapshot) until the peer is back; with both servers' copies lost, \
+                         restart both to start from an empty map"
+                    );
+                } else if self.role == State::Passive {
                     tracing::warn!("the active peer is silent; waiting for a client to vote");
                 }
                 self.emit(HaEvent::PeerSilent)
@@ -882,6 +904,8 @@ impl Driver {
         // What the client sent us before we asked is in the snapshot, or the active never had it.
         self.pending.discard_before(requested.into_std());
         self.peer_synced = true;
+        self.holds_truth = true;
+        self.star.set_eligible(true);
         self.stats.peer_syncs += 1;
         tracing::info!(sequence = snapshot_sequence, keys, queued = queued.len(), "holding a copy of the active's map");
         self.emit(HaEvent::PeerSynced { sequence: snapshot_sequence, keys });
@@ -946,6 +970,8 @@ impl Driver {
             let _ = self.publisher.send(update.to_message()).await;
         }
         self.role = State::Active;
+        self.holds_truth = true;
+        self.star.set_eligible(true);
         self.stats.promotions += 1;
         if complete {
             tracing::info!(replayed, sequence, keys, "active");
