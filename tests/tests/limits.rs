@@ -19,8 +19,22 @@ const BOUND: usize = 512;
 
 over_transports!(
     a_sender_holds_at_most_the_byte_hwm_for_a_peer_that_stops_reading,
-    a_publisher_drops_beyond_the_byte_hwm
+    a_publisher_drops_beyond_the_byte_hwm,
+    subscriptions_over_the_per_peer_limits_close_the_connection,
 );
+
+/// Frames per message are checked by the ZMTP reader; inproc passes whole messages between sockets
+/// of one process, unframed, so there is nothing to limit there.
+mod a_message_over_max_frames_closes_the_connection_with_its_reason {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcp() {
+        super::run(super::a_message_over_max_frames_closes_the_connection_with_its_reason("tcp")).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ipc() {
+        super::run(super::a_message_over_max_frames_closes_the_connection_with_its_reason("ipc")).await
+    }
+}
 
 async fn a_sender_holds_at_most_the_byte_hwm_for_a_peer_that_stops_reading(transport: &'static str) {
     let push = Socket::new(SocketType::Push);
@@ -89,4 +103,137 @@ async fn a_publisher_drops_beyond_the_byte_hwm(transport: &'static str) {
         received < BOUND,
         "{transport}: {received} of {TRIES} messages were held for a subscriber that read nothing"
     );
+}
+
+/// The next `Disconnected` on `monitor`, with its reason.
+async fn disconnected(monitor: &mut zmtp::Monitor) -> std::sync::Arc<zmtp::ConnectionError> {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(zmtp::MonitorEvent::Disconnected { error, .. }) = monitor.next_event().await {
+                return error;
+            }
+        }
+    })
+    .await
+    .expect("a disconnect")
+}
+
+fn many_frames(count: usize) -> Message {
+    let mut msg = Message::new();
+    for _ in 0..count {
+        msg.push(bytes::Bytes::new());
+    }
+    msg
+}
+
+async fn a_message_over_max_frames_closes_the_connection_with_its_reason(transport: &'static str) {
+    let pull = Socket::new(SocketType::Pull);
+    pull.set_max_frames(Some(100));
+    let mut monitor = pull.monitor();
+    let ep = pull.bind(&endpoint(transport, "frames")).await.unwrap();
+    let push = Socket::new(SocketType::Push);
+    push.connect(&ep).await.unwrap();
+    push.send(many_frames(100)).await.unwrap();
+    assert_eq!(tokio::time::timeout(WAIT, pull.recv()).await.unwrap().unwrap().len(), 100, "at the limit: delivered");
+    push.send(many_frames(101)).await.unwrap();
+    let error = disconnected(&mut monitor).await;
+    assert!(matches!(*error, zmtp::ConnectionError::Limit(zmtp::LimitError::Frames { limit: 100 })), "{error}");
+    assert_eq!(error.to_string(), "limit: a message of more than 100 frames");
+    // Unlimited: a message of 70,000 frames (more than the default 65,536) arrives whole.
+    let pull = Socket::new(SocketType::Pull);
+    pull.set_max_frames(None);
+    let ep = pull.bind(&endpoint(transport, "frames-unlimited")).await.unwrap();
+    let push = Socket::new(SocketType::Push);
+    push.connect(&ep).await.unwrap();
+    push.send(many_frames(70_000)).await.unwrap();
+    assert_eq!(tokio::time::timeout(WAIT, pull.recv()).await.unwrap().unwrap().len(), 70_000);
+}
+
+async fn subscriptions_over_the_per_peer_limits_close_the_connection(transport: &'static str) {
+    for (count, bytes, topics, want) in [
+        (
+            Some(50),
+            None,
+            (0..51).map(|i| format!("topic-{i}")).collect::<Vec<_>>(),
+            zmtp::LimitError::Subscriptions { limit: 50 },
+        ),
+        (
+            None,
+            Some(1000),
+            (0..11).map(|i| format!("{i:0>100}")).collect(),
+            zmtp::LimitError::SubscriptionBytes { limit: 1000 },
+        ),
+    ] {
+        let publisher = Socket::new(SocketType::Pub);
+        publisher.set_max_subscriptions(count);
+        publisher.set_max_subscription_bytes(bytes);
+        let mut monitor = publisher.monitor();
+        let ep = publisher.bind(&endpoint(transport, "subs")).await.unwrap();
+        let sub = Socket::new(SocketType::Sub);
+        sub.set_reconnect_ivl(None);
+        // Over inproc the subscriber's side applies its subscriptions to the publisher directly, so
+        // it is the one whose connection ends with the reason (the publisher sees it close).
+        let mut sub_monitor = sub.monitor();
+        // Up to the limit, and the same topic again (not a new subscription): served.
+        for topic in &topics[..topics.len() - 1] {
+            sub.subscribe(topic).unwrap();
+        }
+        sub.subscribe(&topics[0]).unwrap();
+        sub.connect(&ep).await.unwrap();
+        let (probe, publisher_probe, sub_probe) = (topics[0].clone(), publisher.clone(), sub.clone());
+        tokio::time::timeout(WAIT, async move {
+            loop {
+                publisher_probe.send(Message::single(bytes::Bytes::from(probe.clone()))).await.unwrap();
+                if let Ok(Ok(_)) = tokio::time::timeout(std::time::Duration::from_millis(50), sub_probe.recv()).await {
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("served up to the limit");
+        sub.subscribe(topics.last().unwrap()).unwrap();
+        let error = match transport {
+            "inproc" => disconnected(&mut sub_monitor).await,
+            _ => disconnected(&mut monitor).await,
+        };
+        assert!(matches!(*error, zmtp::ConnectionError::Limit(e) if e == want), "{transport}: {error}");
+    }
+}
+
+/// The real libzmq as the sender (pyzmq): a message of 70,000 frames is over the default limit
+/// and closes the connection with its reason; with the limit lifted it arrives whole, and so does
+/// the message queued behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_libzmq_sender_of_many_frames_meets_the_documented_limit() {
+    run(async {
+        for unlimited in [false, true] {
+            let pull = Socket::new(SocketType::Pull);
+            if unlimited {
+                pull.set_max_frames(None);
+            }
+            let mut monitor = pull.monitor();
+            let ep = pull.bind("tcp://127.0.0.1:*").await.unwrap();
+            let script = format!(
+                "import zmq,time\nc=zmq.Context()\ns=c.socket(zmq.PUSH)\ns.linger=2000\ns.connect('{ep}')\n\
+                 s.send_multipart([b'']*70000)\ns.send(b'after')\ntime.sleep(0.5)\ns.close()\nc.term()\n"
+            );
+            let mut python =
+                tokio::process::Command::new("python3").args(["-c", &script]).kill_on_drop(true).spawn().unwrap();
+            if unlimited {
+                let big = tokio::time::timeout(WAIT, pull.recv()).await.unwrap().unwrap();
+                assert_eq!(big.len(), 70_000);
+                let after = tokio::time::timeout(WAIT, pull.recv()).await.unwrap().unwrap();
+                assert_eq!(after[0], "after");
+            } else {
+                let error = disconnected(&mut monitor).await;
+                let limit = zmtp::DEFAULT_MAX_FRAMES;
+                assert!(
+                    matches!(*error, zmtp::ConnectionError::Limit(zmtp::LimitError::Frames { limit: l }) if l == limit),
+                    "{error}"
+                );
+            }
+            let _ = tokio::time::timeout(WAIT, python.wait()).await;
+        }
+    })
+    .await;
 }

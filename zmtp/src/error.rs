@@ -88,6 +88,34 @@ pub enum ConnectionError {
     /// Our socket is closing.
     #[error("socket closed")]
     SocketClosed,
+    /// The peer went over one of the per-peer limits (frames per message, subscriptions).
+    #[error("limit: {0}")]
+    Limit(#[from] LimitError),
+}
+
+/// A per-peer limit a peer went over; the connection is closed (and, like other protocol errors,
+/// not reconnected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimitError {
+    /// A message with more frames than `max_frames` (`Socket::set_max_frames`).
+    #[error("a message of more than {limit} frames")]
+    Frames {
+        /// The limit.
+        limit: usize,
+    },
+    /// More distinct subscriptions than `max_subscriptions` (`Socket::set_max_subscriptions`).
+    #[error("more than {limit} subscriptions")]
+    Subscriptions {
+        /// The limit.
+        limit: usize,
+    },
+    /// Subscription prefixes totalling more than `max_subscription_bytes` bytes.
+    #[error("subscriptions of more than {limit} bytes in all")]
+    SubscriptionBytes {
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl From<FrameError> for ConnectionError {
@@ -100,6 +128,20 @@ impl From<FrameError> for ConnectionError {
 }
 
 impl ConnectionError {
+    /// The peer went away (closed, reset, broken pipe), as opposed to being refused or breaking
+    /// the protocol. During a handshake this is a short-lived client or a port scanner, not a
+    /// security failure, whatever the mechanism.
+    pub fn closed_by_peer(&self) -> bool {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+        match self {
+            ConnectionError::PeerClosed => true,
+            ConnectionError::Io(e) => {
+                matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted | UnexpectedEof)
+            }
+            _ => false,
+        }
+    }
+
     /// Protocol errors do not reconnect (libzmq behaviour).
     pub fn is_protocol(&self) -> bool {
         matches!(
@@ -109,6 +151,7 @@ impl ConnectionError {
                 | ConnectionError::Command(_)
                 | ConnectionError::Handshake(_)
                 | ConnectionError::Curve(_)
+                | ConnectionError::Limit(_)
         )
     }
 }

@@ -36,13 +36,16 @@ mod options;
 mod proxy;
 pub mod security;
 mod socket;
+pub mod throttle;
 pub mod transport;
 pub mod wire;
 
-pub use error::{ConnectionError, Error, Result};
+pub use error::{ConnectionError, Error, LimitError, Result};
 pub use message::{Message, Properties};
 pub use monitor::{Monitor, MonitorEvent};
-pub use options::DEFAULT_SNDHWM_BYTES;
+pub use options::{
+    DEFAULT_MAX_FRAMES, DEFAULT_MAX_SUBSCRIPTION_BYTES, DEFAULT_MAX_SUBSCRIPTIONS, DEFAULT_SNDHWM_BYTES,
+};
 pub use proxy::{Proxy, ProxyControl, proxy};
 pub use socket::Socket;
 pub use wire::SocketType;

@@ -13,6 +13,17 @@ use crate::wire::Mechanism;
 /// meets it; it is what keeps a peer that stops reading from holding gigabytes of large messages.
 pub const DEFAULT_SNDHWM_BYTES: usize = 128 * 1024 * 1024;
 
+/// Default most frames per inbound message (`Socket::set_max_frames`): 65,536. libzmq has no such
+/// limit; without one a peer that never ends a message makes us hold every frame it sends.
+pub const DEFAULT_MAX_FRAMES: usize = 1 << 16;
+
+/// Default most subscriptions per peer on a PUB/XPUB (`Socket::set_max_subscriptions`): 250,000
+/// (about 70 MB of matching state for one peer at worst; 1M cost 280 MB with no limit).
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 250_000;
+
+/// Default most subscription bytes per peer on a PUB/XPUB: 16 MiB.
+pub const DEFAULT_MAX_SUBSCRIPTION_BYTES: usize = 16 << 20;
+
 /// Options a socket applies to new connections (like libzmq, changing HWMs does not resize the queues
 /// of connections that already exist).
 #[derive(Clone)]
@@ -34,6 +45,12 @@ pub(crate) struct Options {
     pub probe_router: bool,
     /// ZMQ_MAXMSGSIZE: largest inbound frame (`None` = unlimited, libzmq -1).
     pub maxmsgsize: Option<u64>,
+    /// Our extension beside MAXMSGSIZE: most frames in one inbound message (`None` = unlimited).
+    pub max_frames: Option<usize>,
+    /// Our extension: most distinct subscriptions a PUB/XPUB keeps for one peer (`None` = unlimited).
+    pub max_subscriptions: Option<usize>,
+    /// Our extension: most bytes of subscription prefixes a PUB/XPUB keeps for one peer.
+    pub max_subscription_bytes: Option<usize>,
     /// ZMQ_RECONNECT_IVL: first wait before reconnecting (`None` = never reconnect, libzmq -1).
     pub reconnect_ivl: Option<Duration>,
     /// ZMQ_RECONNECT_IVL_MAX: cap of the doubling backoff (zero = no backoff).
@@ -111,6 +128,9 @@ impl Default for Options {
             router_handover: false,
             probe_router: false,
             maxmsgsize: None,
+            max_frames: Some(DEFAULT_MAX_FRAMES),
+            max_subscriptions: Some(DEFAULT_MAX_SUBSCRIPTIONS),
+            max_subscription_bytes: Some(DEFAULT_MAX_SUBSCRIPTION_BYTES),
             reconnect_ivl: Some(Duration::from_millis(100)),
             reconnect_ivl_max: Duration::ZERO,
             heartbeat_ivl: Duration::ZERO,

@@ -44,10 +44,10 @@ async fn forward(out: &OutPipe, to: &Inlet) -> Result<(), ConnectionError> {
             match item {
                 Outbound::Message(msg) => {
                     if let Some(subscription) = to.message(msg, &mut batch) {
-                        to.subscription_message(subscription, &mut batch).await;
+                        to.subscription_message(subscription, &mut batch).await?;
                     }
                 }
-                Outbound::Subscribe(topic, subscribe) => to.subscription(&topic, subscribe, &mut batch).await,
+                Outbound::Subscribe(topic, subscribe) => to.subscription(&topic, subscribe, &mut batch).await?,
                 // No heartbeats on inproc, so no PINGs to answer.
                 Outbound::Pong(_) => {}
             }

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::error::LimitError;
 use crate::message::Message;
 use crate::socket::core::Core;
 use crate::socket::inbox::PeerId;
@@ -39,17 +40,24 @@ impl Inlet {
     }
 
     /// Applies a subscription that [`Inlet::message`] handed back.
-    pub async fn subscription_message(&self, msg: Message, batch: &mut VecDeque<Message>) {
-        self.subscription(&msg[0][1..], msg[0][0] == 1, batch).await;
+    pub async fn subscription_message(&self, msg: Message, batch: &mut VecDeque<Message>) -> Result<(), LimitError> {
+        self.subscription(&msg[0][1..], msg[0][0] == 1, batch).await
     }
 
-    /// A SUBSCRIBE/CANCEL from the peer; ignored unless this socket publishes.
-    pub async fn subscription(&self, topic: &[u8], subscribe: bool, batch: &mut VecDeque<Message>) {
+    /// A SUBSCRIBE/CANCEL from the peer; ignored unless this socket publishes. Over the peer's
+    /// subscription limits it is refused: the caller ends the connection.
+    pub async fn subscription(
+        &self,
+        topic: &[u8],
+        subscribe: bool,
+        batch: &mut VecDeque<Message>,
+    ) -> Result<(), LimitError> {
         if self.publisher() {
             // XPUB delivers notices and data in arrival order: data received so far goes first.
             self.flush(batch).await;
-            self.core.peer_subscription(self.peer, topic, subscribe);
+            self.core.peer_subscription(self.peer, topic, subscribe)?;
         }
+        Ok(())
     }
 
     /// Hands `batch` to the socket; parks while the peer's inbound queue is at RCVHWM.

@@ -10,15 +10,13 @@ use tokio_util::codec::Decoder;
 
 use super::Liveness;
 use super::inlet::Inlet;
-use crate::error::ConnectionError;
+use crate::error::{ConnectionError, LimitError};
 use crate::message::Message;
 use crate::options::Options;
 use crate::socket::pipe::{OutPipe, Outbound};
 use crate::wire::curve::CurveDecoder;
 use crate::wire::{Command, FrameCodec};
 
-/// Frames in one multipart message; a peer that never ends a message is cut off here.
-pub(crate) const MAX_FRAMES_PER_MESSAGE: usize = 1 << 16;
 /// Read buffer growth bounds: small while idle (cheap idle connections), larger under load.
 const MIN_READ: usize = 2 * 1024;
 /// The largest read while frames are small. Received frames are slices of the read buffer, so a
@@ -69,8 +67,8 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
                             out.push_command(Outbound::Pong(context));
                         }
                         // Boxed, as every rare path that waits: inline, its state would sit in every task.
-                        Command::Subscribe(topic) => Box::pin(inlet.subscription(&topic, true, &mut batch)).await,
-                        Command::Cancel(topic) => Box::pin(inlet.subscription(&topic, false, &mut batch)).await,
+                        Command::Subscribe(topic) => Box::pin(inlet.subscription(&topic, true, &mut batch)).await?,
+                        Command::Cancel(topic) => Box::pin(inlet.subscription(&topic, false, &mut batch)).await?,
                         // Anything else after the handshake is ignored (libzmq).
                         _ => {}
                     }
@@ -78,11 +76,13 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
                 }
                 let more = frame.more();
                 partial.push(frame.body);
-                if partial.len() > MAX_FRAMES_PER_MESSAGE {
-                    return Err(ConnectionError::Refused("message has too many frames"));
+                if let Some(limit) = opts.max_frames
+                    && partial.len() > limit
+                {
+                    return Err(LimitError::Frames { limit }.into());
                 }
                 if !more && let Some(subscription) = inlet.message(std::mem::take(&mut partial), &mut batch) {
-                    Box::pin(inlet.subscription_message(subscription, &mut batch)).await;
+                    Box::pin(inlet.subscription_message(subscription, &mut batch)).await?;
                 }
             }
             Ok(())

@@ -14,7 +14,7 @@ use super::inbox::{Inbox, PeerId, PeerMap, Pushed};
 use super::mtrie::MTrie;
 use super::pipe::{OutPipe, Outbound};
 use super::subscriptions::Subscriptions;
-use crate::error::{ConnectionError, Error, Result};
+use crate::error::{ConnectionError, Error, LimitError, Result};
 use crate::message::Message;
 use crate::options::Options;
 use crate::wire::{PeerInfo, SocketType};
@@ -401,10 +401,31 @@ impl Core {
 
     /// A subscription change from a subscriber (PUB/XPUB side). XPUB tells its application about the
     /// first subscriber of a prefix and the last one leaving (every change with VERBOSE/VERBOSER).
-    pub fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) {
+    ///
+    /// A subscription beyond the peer's limits (`max_subscriptions`, `max_subscription_bytes`) is
+    /// refused, and the caller closes the connection.
+    pub fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError> {
+        let limits = if subscribe {
+            let o = self.options();
+            (o.max_subscriptions, o.max_subscription_bytes)
+        } else {
+            (None, None)
+        };
         let mut state = self.state();
         let state = &mut *state;
-        let Some(p) = state.peers.get_mut(&peer) else { return };
+        let Some(p) = state.peers.get_mut(&peer) else { return Ok(()) };
+        if subscribe && !p.subscriptions.contains(topic) {
+            if let Some(limit) = limits.0
+                && p.subscriptions.len() >= limit
+            {
+                return Err(LimitError::Subscriptions { limit });
+            }
+            if let Some(limit) = limits.1
+                && p.subscriptions.bytes() + topic.len() > limit
+            {
+                return Err(LimitError::SubscriptionBytes { limit });
+            }
+        }
         let notify = if subscribe {
             p.subscriptions.insert_once(topic);
             let (first, _) = state.mtrie.add(topic, peer);
@@ -420,6 +441,7 @@ impl Core {
         if notify && self.socket_type == SocketType::XPub {
             self.inbox.push_unbounded(peer, subscription_message(topic, subscribe));
         }
+        Ok(())
     }
 
     fn xpub_option(&self, f: impl FnOnce(&Options) -> bool) -> bool {

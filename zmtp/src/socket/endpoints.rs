@@ -126,7 +126,9 @@ fn log_end(endpoint: &str, peer: &str, result: &Result<(), Arc<ConnectionError>>
         }
         Err(ConnectionError::PeerClosed) => tracing::debug!(endpoint, peer, "peer disconnected"),
         Err(e) if e.is_protocol() => {
-            tracing::warn!(endpoint, peer, error = %e, "protocol error, connection dropped")
+            if let Some(suppressed) = crate::throttle::allow("protocol error") {
+                tracing::warn!(endpoint, peer, error = %e, suppressed, "protocol error, connection dropped")
+            }
         }
         Err(e) => tracing::info!(endpoint, peer, error = %e, "connection ended"),
     }

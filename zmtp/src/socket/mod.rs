@@ -352,6 +352,24 @@ impl Socket {
         /// the connection.
         maxmsgsize, set_maxmsgsize, maxmsgsize: Option<u64>);
     option!(
+        /// Beside ZMQ_MAXMSGSIZE (not a libzmq option): most frames in one inbound message (`None`
+        /// = unlimited). A peer that sends more has its connection closed with
+        /// [`LimitError::Frames`](crate::LimitError::Frames), reported on the monitor. Default
+        /// 65,536 ([`DEFAULT_MAX_FRAMES`](crate::DEFAULT_MAX_FRAMES)).
+        max_frames, set_max_frames, max_frames: Option<usize>);
+    option!(
+        /// PUB/XPUB (not a libzmq option): most distinct subscriptions kept for one peer (`None` =
+        /// unlimited). A peer that subscribes to more has its connection closed with
+        /// [`LimitError::Subscriptions`](crate::LimitError::Subscriptions), reported on the
+        /// monitor (over inproc, on the subscriber's monitor). Default 250,000
+        /// ([`DEFAULT_MAX_SUBSCRIPTIONS`](crate::DEFAULT_MAX_SUBSCRIPTIONS)).
+        max_subscriptions, set_max_subscriptions, max_subscriptions: Option<usize>);
+    option!(
+        /// PUB/XPUB (not a libzmq option): most bytes of subscription prefixes kept for one peer
+        /// (`None` = unlimited); over it, [`LimitError::SubscriptionBytes`](crate::LimitError::SubscriptionBytes).
+        /// Default 16 MiB.
+        max_subscription_bytes, set_max_subscription_bytes, max_subscription_bytes: Option<usize>);
+    option!(
         /// ZMQ_RECONNECT_IVL: wait before reconnecting (`None` = never). Default 100 ms.
         reconnect_ivl, set_reconnect_ivl, reconnect_ivl: Option<Duration>);
     option!(

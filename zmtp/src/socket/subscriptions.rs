@@ -11,6 +11,8 @@ use bytes::Bytes;
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Subscriptions {
     prefixes: HashMap<Bytes, u32>,
+    /// Total length of the distinct prefixes.
+    bytes: usize,
     /// How many prefixes exist of each length.
     lengths: BTreeMap<usize, u32>,
 }
@@ -23,6 +25,7 @@ impl Subscriptions {
             return false;
         }
         self.prefixes.insert(Bytes::copy_from_slice(prefix), 1);
+        self.bytes += prefix.len();
         *self.lengths.entry(prefix.len()).or_insert(0) += 1;
         true
     }
@@ -37,6 +40,7 @@ impl Subscriptions {
             return false;
         }
         self.prefixes.remove(prefix);
+        self.bytes -= prefix.len();
         if let Some(n) = self.lengths.get_mut(&prefix.len()) {
             *n -= 1;
             if *n == 0 {
@@ -78,6 +82,22 @@ impl Subscriptions {
     pub fn clear(&mut self) {
         self.prefixes.clear();
         self.lengths.clear();
+        self.bytes = 0;
+    }
+
+    /// Distinct prefixes.
+    pub fn len(&self) -> usize {
+        self.prefixes.len()
+    }
+
+    /// Whether `prefix` is present.
+    pub fn contains(&self, prefix: &[u8]) -> bool {
+        self.prefixes.contains_key(prefix)
+    }
+
+    /// Total length of the distinct prefixes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
