@@ -222,7 +222,14 @@ impl BinaryStar {
                 () = sleep_until(self.redial_at), if self.redial_at.is_some() => self.redial().await?,
                 (i, event) = next_monitor_event(&mut self.monitors) => {
                     if let MonitorEvent::HandshakeFailed { peer, error, .. } = event {
-                        self.handshake_failed(i, peer, error.to_string());
+                        if self.config.curve.is_none() && error.closed_by_peer() {
+                            // Without security, a short-lived client or a port scanner: not a
+                            // handshake failure. (Under CURVE a server closes on a key it cannot
+                            // decrypt, so a close mid-handshake is reported.)
+                            tracing::debug!(side = %self.config.side, %peer, %error, "connection closed during the handshake");
+                        } else {
+                            self.handshake_failed(i, peer, error.to_string());
+                        }
                     }
                 }
             }
@@ -262,7 +269,9 @@ impl BinaryStar {
         let peer = match codec::decode(&msg) {
             Ok(peer) => peer,
             Err(e) => {
-                tracing::warn!(side = %self.config.side, error = %e, "dropping malformed state message");
+                if let Some(suppressed) = zmtp::throttle::allow("bstar: malformed state message") {
+                    tracing::warn!(side = %self.config.side, error = %e, suppressed, "dropping malformed state message");
+                }
                 self.shared.update(|s| {
                     s.malformed += 1;
                     true

@@ -635,7 +635,9 @@ impl Driver {
                             self.welcome.extend(WELCOME_HUGZ.iter().map(|d| now + *d));
                         }
                     }
-                    Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => super::log_refused(&peer, &error),
+                    Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => {
+                        super::log_refused(&peer, &error, self.config.server.curve.is_some())
+                    }
                     Some(_) => {}
                     None => monitor_open = false,
                 },
@@ -992,13 +994,17 @@ impl Driver {
                     Ok(set) => set,
                     Err(e) => {
                         self.shared.stats.rejected.inc();
-                        tracing::warn!(error = %e, frames = msg.len(), "dropped bad KVSET");
+                        if let Some(suppressed) = zmtp::throttle::allow("chp: bad KVSET") {
+                            tracing::warn!(error = %e, frames = msg.len(), suppressed, "dropped bad KVSET");
+                        }
                         continue;
                     }
                 };
                 if let Err(e) = state.check(&set.0) {
                     self.shared.stats.rejected.inc();
-                    tracing::warn!(error = %e, key = %set.0.key.escape_ascii(), "dropped bad KVSET");
+                    if let Some(suppressed) = zmtp::throttle::allow("chp: bad KVSET") {
+                        tracing::warn!(error = %e, key = %set.0.key.escape_ascii(), suppressed, "dropped bad KVSET");
+                    }
                     continue;
                 }
                 if self.role != State::Active {
@@ -1019,7 +1025,9 @@ impl Driver {
                     }
                     Err(e) => {
                         self.shared.stats.rejected.inc();
-                        tracing::warn!(error = %e, "dropped bad KVSET");
+                        if let Some(suppressed) = zmtp::throttle::allow("chp: bad KVSET") {
+                            tracing::warn!(error = %e, suppressed, "dropped bad KVSET");
+                        }
                     }
                 }
             }

@@ -443,7 +443,7 @@ async fn run(
                         welcome.extend(WELCOME_HUGZ.iter().map(|d| now + *d));
                     }
                 }
-                Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => log_refused(&peer, &error),
+                Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => log_refused(&peer, &error, config.curve.is_some()),
                 Some(_) => {}
                 None => monitor_open = false,
             },
@@ -456,9 +456,17 @@ async fn run(
 }
 
 /// A subscriber whose handshake failed (wrong server key, key not allowed, no CURVE, …).
-fn log_refused(peer: &str, error: &zmtp::ConnectionError) {
-    if !matches!(error, zmtp::ConnectionError::SocketClosed) {
-        tracing::warn!(peer, %error, "refused a subscriber: handshake failed");
+/// A subscriber's failed handshake. Without security, a peer gone in the middle of it is a
+/// short-lived client, not a refusal (with CURVE it may be a server closing on a key it cannot
+/// decrypt, so it is reported).
+fn log_refused(peer: &str, error: &zmtp::ConnectionError, secure: bool) {
+    if !secure && error.closed_by_peer() {
+        // A short-lived client gone in the middle of the handshake: nothing was refused.
+        tracing::debug!(peer, %error, "connection closed during the handshake");
+    } else if !matches!(error, zmtp::ConnectionError::SocketClosed) {
+        if let Some(suppressed) = zmtp::throttle::allow("chp: subscriber handshake failed") {
+            tracing::warn!(peer, %error, suppressed, "refused a subscriber: handshake failed");
+        }
     }
 }
 
@@ -475,7 +483,9 @@ fn collect(shared: &Shared, batch: &mut Vec<Message>, publish: &mut Vec<KvMsg>) 
             Ok(update) => publish.push(update),
             Err(e) => {
                 shared.stats.rejected.inc();
-                tracing::warn!(error = %e, frames = msg.len(), "dropped bad KVSET");
+                if let Some(suppressed) = zmtp::throttle::allow("chp: bad KVSET") {
+                    tracing::warn!(error = %e, frames = msg.len(), suppressed, "dropped bad KVSET");
+                }
             }
         }
     }

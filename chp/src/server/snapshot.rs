@@ -88,7 +88,9 @@ impl Snapshots {
             Ok(r) => r,
             Err(e) => {
                 self.shared.stats.rejected.inc();
-                tracing::warn!(peer = ?identity, error = %e, "dropped bad snapshot request");
+                if let Some(suppressed) = zmtp::throttle::allow("chp: bad snapshot request") {
+                    tracing::warn!(peer = ?identity, error = %e, suppressed, "dropped bad snapshot request");
+                }
                 return;
             }
         };
