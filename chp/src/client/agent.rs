@@ -617,7 +617,10 @@ impl Agent {
                 {
                     let mut replica = self.shared.replica_mut();
                     let mut changes = Vec::new();
-                    replica.load(entries, end.sequence, &mut changes);
+                    // Keys that queued updates newer than the snapshot will set: reported by them.
+                    let superseded: HashSet<Bytes> =
+                        queued.iter().filter(|m| m.sequence > end.sequence).map(|m| m.key.clone()).collect();
+                    replica.load(entries, end.sequence, &superseded, &mut changes);
                     for change in changes {
                         self.emit(change);
                     }

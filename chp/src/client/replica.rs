@@ -1,7 +1,7 @@
 //! The client's copy of the map and the sequence rules that keep it equal to the server's.
 //! Pure logic (no sockets), so every rule is unit-tested directly.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use bytes::Bytes;
 
@@ -37,15 +37,26 @@ pub(crate) enum Outcome {
 impl Replica {
     /// Replaces the map with a snapshot taken at `sequence`, appending to `events` the changes from
     /// the old map to the new one (so an event consumer's view stays exact across re-syncs).
-    pub fn load(&mut self, snapshot: BTreeMap<Bytes, Bytes>, sequence: u64, events: &mut Vec<Event>) {
+    ///
+    /// Keys in `superseded` are left out of the events: updates newer than the snapshot, queued
+    /// while it streamed, are about to be applied to them and report them with their own sequence.
+    /// (A snapshot is fuzzy: a key read late may already hold such an update's value, which would
+    /// otherwise be reported twice, first with the snapshot's sequence.)
+    pub fn load(
+        &mut self,
+        snapshot: BTreeMap<Bytes, Bytes>,
+        sequence: u64,
+        superseded: &HashSet<Bytes>,
+        events: &mut Vec<Event>,
+    ) {
         let old = std::mem::replace(&mut self.map, snapshot);
         for (key, value) in &self.map {
-            if old.get(key) != Some(value) {
+            if old.get(key) != Some(value) && !superseded.contains(key) {
                 events.push(Event::Set { key: key.clone(), value: value.clone(), sequence });
             }
         }
         for key in old.keys() {
-            if !self.map.contains_key(key) {
+            if !self.map.contains_key(key) && !superseded.contains(key) {
                 events.push(Event::Deleted { key: key.clone(), sequence });
             }
         }
@@ -103,7 +114,7 @@ mod tests {
     fn discards_updates_at_or_below_the_snapshot() {
         let mut r = Replica::default();
         let mut ev = Vec::new();
-        r.load(map(&[("a", "new")]), 6, &mut ev);
+        r.load(map(&[("a", "new")]), 6, &HashSet::new(), &mut ev);
         assert_eq!(ev, vec![Event::Set { key: "a".into(), value: "new".into(), sequence: 6 }]);
         let all = Subtree::all();
         assert_eq!(r.apply(kv("a", "old", 5), &all, true), Outcome::Stale);
@@ -117,7 +128,7 @@ mod tests {
     #[test]
     fn gaps_and_regressions() {
         let mut r = Replica::default();
-        r.load(BTreeMap::new(), 10, &mut Vec::new());
+        r.load(BTreeMap::new(), 10, &HashSet::new(), &mut Vec::new());
         let all = Subtree::all();
         // The first update after a snapshot may skip ahead.
         assert!(matches!(r.apply(kv("a", "1", 12), &all, true), Outcome::Applied(_)));
@@ -133,17 +144,38 @@ mod tests {
     fn subtree_filter_and_resync_diff() {
         let mut r = Replica::default();
         let sub: Subtree = "/a/".parse().unwrap();
-        r.load(map(&[("/a/1", "x"), ("/a/2", "y")]), 3, &mut Vec::new());
+        r.load(map(&[("/a/1", "x"), ("/a/2", "y")]), 3, &HashSet::new(), &mut Vec::new());
         assert_eq!(r.apply(kv("HUGZx", "1", 4), &sub, false), Outcome::OutsideSubtree);
         assert_eq!(r.sequence, 3);
         let mut ev = Vec::new();
-        r.load(map(&[("/a/1", "x"), ("/a/3", "z")]), 9, &mut ev);
+        r.load(map(&[("/a/1", "x"), ("/a/3", "z")]), 9, &HashSet::new(), &mut ev);
         assert_eq!(
             ev,
             vec![
                 Event::Set { key: "/a/3".into(), value: "z".into(), sequence: 9 },
                 Event::Deleted { key: "/a/2".into(), sequence: 9 },
             ]
+        );
+    }
+
+    #[test]
+    fn keys_that_queued_updates_supersede_are_reported_once_by_those_updates() {
+        let mut r = Replica::default();
+        r.load(map(&[("k", "old"), ("gone", "x")]), 3070, &HashSet::new(), &mut Vec::new());
+        // Re-sync: the fuzzy snapshot at 3071 already holds k's value from update 3072, which was
+        // also queued while it streamed; "gone" was deleted by a queued 3073.
+        let superseded: HashSet<Bytes> = ["k", "gone"].into_iter().map(Bytes::from).collect();
+        let mut ev = Vec::new();
+        r.load(map(&[("k", "new")]), 3071, &superseded, &mut ev);
+        assert!(ev.is_empty(), "{ev:?}");
+        let all = Subtree::all();
+        assert_eq!(
+            r.apply(kv("k", "new", 3072), &all, true),
+            Outcome::Applied(Event::Set { key: "k".into(), value: "new".into(), sequence: 3072 })
+        );
+        assert_eq!(
+            r.apply(kv("gone", "", 3073), &all, true),
+            Outcome::Applied(Event::Deleted { key: "gone".into(), sequence: 3073 })
         );
     }
 }
