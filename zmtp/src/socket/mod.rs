@@ -278,12 +278,30 @@ impl Socket {
         linger_then_shutdown(&core, linger).await;
     }
 
-    /// A `Stream` of received messages (ends only with an error such as [`Error::Closed`]).
+    /// A `Stream` of received messages. It ends (`None`) once the socket is closed, and after
+    /// yielding [`Error::NotSupported`] (a socket type that cannot receive): errors that would
+    /// come back at once on every poll end it, so a consumer that skips errors cannot spin. Other
+    /// errors are yielded and the stream goes on. Cancel-safe like [`recv`](Self::recv).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use futures::StreamExt;
+    /// let pull = zmtp::Socket::new(zmtp::SocketType::Pull);
+    /// let mut messages = Box::pin(pull.stream());
+    /// pull.clone().close().await;
+    /// assert!(messages.next().await.is_none()); // closed: the stream ends
+    /// # Ok(()) }
+    /// ```
     pub fn stream(&self) -> impl Stream<Item = Result<Message>> + Send + 'static {
         let socket = self.clone();
-        futures::stream::unfold(socket, |s| async move {
-            let item = s.recv().await;
-            Some((item, s))
+        futures::stream::unfold(Some(socket), |s| async move {
+            let s = s?;
+            match s.recv().await {
+                Err(Error::Closed) => None,
+                Err(e @ Error::NotSupported(_)) => Some((Err(e), None)),
+                item => Some((item, Some(s))),
+            }
         })
     }
 
