@@ -92,3 +92,15 @@ async fn a_port_without_room_for_p_plus_two_is_named_as_the_problem() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_the_wrong_length_is_named_as_the_problem() {
+    // 39 and 45 characters: before, "Z85 length 45 is not a multiple of 40" (and 39 "… of 5").
+    for key in ["rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yfabcdef"] {
+        let out = chp(&["get", "/a", "--curve-serverkey", key, "--server", "tcp://127.0.0.1:9"]).await;
+        assert!(!out.status.success());
+        let err = String::from_utf8(out.stderr).unwrap();
+        let want = format!("a CURVE key is 40 Z85 characters, this one has {}", key.len());
+        assert!(err.contains(&want), "{err}");
+    }
+}

@@ -58,7 +58,7 @@ struct Args {
 }
 
 fn public_key(text: &str) -> Result<[u8; 32], String> {
-    decode_key(text).map_err(|e| format!("{e} (a key is 40 Z85 characters, see zmtp keygen)"))
+    decode_key(text).map_err(|e| format!("{e} (see `zmtp keygen`)"))
 }
 
 fn secret_key(text: &str) -> Result<KeyPair, String> {

@@ -149,7 +149,7 @@ impl ServerSecurity {
 
 // Key arguments take `allow_hyphen_values`: a Z85 key may begin with `-` (about 1 key in 85).
 fn public_key(text: &str) -> Result<[u8; 32], String> {
-    decode_key(text).map_err(|e| format!("{e} (a key is 40 Z85 characters, see chp keygen)"))
+    decode_key(text).map_err(|e| format!("{e} (see `chp keygen`)"))
 }
 
 fn secret_key(text: &str) -> Result<KeyPair, String> {

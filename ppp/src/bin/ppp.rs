@@ -125,7 +125,7 @@ struct ClientSecurityArgs {
 }
 
 fn public_key(text: &str) -> Result<[u8; 32], String> {
-    decode_key(text).map_err(|e| format!("{e} (a key is 40 Z85 characters, see ppp keygen)"))
+    decode_key(text).map_err(|e| format!("{e} (see `ppp keygen`)"))
 }
 
 fn secret_key(text: &str) -> Result<KeyPair, String> {

@@ -156,9 +156,19 @@ impl KeyPair {
 }
 
 /// Decodes a 40-character Z85 key.
+///
+/// ```
+/// use zmtp::security::decode_key;
+/// let short = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf"; // 39 characters
+/// assert_eq!(decode_key(short).unwrap_err().to_string(), "a CURVE key is 40 Z85 characters, this one has 39");
+/// ```
 pub fn decode_key(text: &str) -> Result<[u8; KEY_LEN], super::z85::Z85Error> {
+    let chars = text.chars().count();
+    if chars != KEY_LEN * 5 / 4 {
+        return Err(super::z85::Z85Error::KeyLength(chars));
+    }
     let bytes = super::z85::decode(text)?;
-    bytes.try_into().map_err(|v: Vec<u8>| super::z85::Z85Error::BadLength(v.len() * 5 / 4, 40))
+    bytes.try_into().map_err(|v: Vec<u8>| super::z85::Z85Error::KeyLength(v.len() * 5 / 4))
 }
 
 /// The established session: encrypts and decrypts MESSAGE commands with per-direction nonces.

@@ -14,6 +14,9 @@ pub enum Z85Error {
     /// A 5-character group whose value does not fit 32 bits.
     #[error("Z85 group out of range")]
     Overflow,
+    /// A CURVE key of the wrong length (a key is 32 bytes: 40 Z85 characters).
+    #[error("a CURVE key is 40 Z85 characters, this one has {0}")]
+    KeyLength(usize),
 }
 
 /// Encodes bytes (length a multiple of 4).

@@ -256,9 +256,7 @@ fn describe(event: &MonitorEvent) -> Option<String> {
 /// CURVE / PLAIN options, and an address- and credential-checking authenticator for servers.
 fn apply_security(s: &Socket, a: &SocketArgs) -> Result<(), CliError> {
     use zmtp::security::{KeyPair, StaticAuthenticator, decode_key};
-    let key = |flag: &str, text: &str| {
-        decode_key(text).map_err(|e| usage(format!("{flag}: {e} (a key is 40 Z85 characters, see zmtp keygen)")))
-    };
+    let key = |flag: &str, text: &str| decode_key(text).map_err(|e| usage(format!("{flag}: {e} (see `zmtp keygen`)")));
     let mut auth = StaticAuthenticator::new();
     for ip in &a.allow {
         auth = auth.allow_address(*ip);
