@@ -106,7 +106,8 @@ pub struct SocketArgs {
     #[arg(long, value_name = "MS", help_heading = "Sending")]
     pub delay: Option<u64>,
 
-    /// Answer each request with itself
+    /// Answer each request with itself (REP). Without it, each request is answered with the next
+    /// MESSAGE argument or stdin line, and a request left without one is an error (exit 1)
     #[arg(short, long, help_heading = "Sending")]
     pub echo: bool,
 

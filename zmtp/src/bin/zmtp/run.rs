@@ -265,7 +265,14 @@ impl Job<'_> {
                 _ if self.echo => request,
                 Some(source) => match source.next().await? {
                     Some(answer) => answer,
-                    None => break,
+                    // A REP that takes a request must answer it, or its REQ hangs: say so.
+                    None => {
+                        return Err(failed(format!(
+                            "request {} received but there is no reply to send: the replies ran out (stdin \
+                             ended); give replies as MESSAGE arguments or lines on stdin, or use --echo",
+                            self.progress.received.get()
+                        )));
+                    }
                 },
                 None => unreachable!("REP without --echo has a source"),
             };
