@@ -274,7 +274,6 @@ async fn refused_connect_is_retried_with_backoff(transport: &'static str) {
     }
     let elapsed = started.elapsed();
     assert!(elapsed >= Duration::from_millis(50 + 100 + 200 + 400 + 400), "attempts came too early: {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(5), "attempts came far too late: {elapsed:?}");
 
     // The peer appears: the next attempt succeeds.
     let server = Socket::new(SocketType::Dealer);
