@@ -59,10 +59,12 @@ async fn a_healed_partition_leaves_the_server_that_took_over_active_and_the_othe
         assert_eq!(voter.vote(&backup).await.vote, Vote::Accept);
         let mut to_primary = Voter::new(&primary).await;
         assert_eq!(to_primary.vote(&primary).await.vote, Vote::Reject);
-        // The backup became passive once (when the pair formed), and never yielded.
+        // The backup became passive once (when the pair formed), and never yielded. (Whether it
+        // saw the conflict at all depends on whose heartbeat crossed first: if the primary yielded
+        // before the backup heard its ACTIVE, the backup only ever heard PASSIVE.)
         let notices = backup.notices();
         assert_eq!(notices.iter().filter(|n| **n == Notice::BecamePassive).count(), 1, "{notices:?}");
-        assert!(notices.contains(&Notice::SplitBrain(Split::Stay)), "{notices:?}");
+        assert!(!notices.contains(&Notice::SplitBrain(Split::Yield)), "{notices:?}");
     })
     .await;
 }

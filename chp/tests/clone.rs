@@ -426,7 +426,7 @@ async fn sequence_gap_triggers_a_resync() {
         let mut events = client.events();
         let (id, _) = fake.await_icanhaz().await;
         fake.reply(&id, &[("a", "1")], 6).await;
-        step("sync", client.synced()).await.unwrap();
+        step("sync", client.loaded()).await.unwrap();
         fake.publish("a", "2", 7).await;
         fake.publish("a", "4", 9).await;
         wait_event(&mut events, |e| *e == Event::Gap { expected: 8, got: 9 }).await;
@@ -447,7 +447,7 @@ async fn sequence_gap_fails_the_client_under_the_fail_policy() {
         let client = Client::start(options(&fake.address, "").gap_policy(GapPolicy::Fail)).unwrap();
         let (id, _) = fake.await_icanhaz().await;
         fake.reply(&id, &[], 1).await;
-        step("sync", client.synced()).await.unwrap();
+        step("sync", client.loaded()).await.unwrap();
         fake.publish("a", "1", 2).await;
         fake.publish("a", "2", 4).await;
         let mut status = client.status_watch();
@@ -490,7 +490,7 @@ async fn silence_means_server_lost() {
         let mut events = client.events();
         let (id, _) = fake.await_icanhaz().await;
         fake.reply(&id, &[("k", "v")], 3).await;
-        step("sync", client.synced()).await.unwrap();
+        step("sync", client.loaded()).await.unwrap();
         let quiet = Instant::now();
         let (lost, _) = wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await;
         let after = quiet.elapsed();

@@ -825,7 +825,7 @@ async fn client_of_two_fakes(map: &[(&str, &str)], sequence: u64) -> (Fake, Fake
     let events = client.events();
     let (id, _) = a.await_icanhaz().await;
     a.reply(&id, map, sequence).await;
-    step("sync", client.synced()).await.unwrap();
+    step("sync", client.loaded()).await.unwrap();
     (a, b, client, events)
 }
 

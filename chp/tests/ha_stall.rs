@@ -49,7 +49,9 @@ async fn a_stalled_active_resumes_as_passive_and_the_pair_keeps_exactly_one_acti
         let log = primary.log.lock().unwrap().join("\n");
         assert!(log.contains("dual actives") && log.contains("yielding"), "the primary says why it yielded:\n{log}");
         let log = backup.log.lock().unwrap().join("\n");
-        assert!(log.contains("dual actives") && log.contains("staying active"), "the backup says why it stays:\n{log}");
+        // (The backup may or may not have heard the conflict: if the primary heard it first and
+        // yielded, the backup only ever heard PASSIVE.) It never yields.
+        assert!(!log.contains("yielding"), "the backup stays:\n{log}");
 
         // Every confirmed write is served, by the active and by a fresh client.
         eventually("the client holds every confirmed write", || client.snapshot().map == confirmed).await;

@@ -89,7 +89,7 @@ async fn an_update_between_an_early_snapshot_and_the_live_subscription_is_not_lo
         let mut events = client.events();
         let (id, _) = fake.await_icanhaz().await;
         fake.reply(&id, &[("a", "1")], 5).await;
-        step("sync", client.synced()).await.unwrap();
+        step("sync", client.loaded()).await.unwrap();
         // Sequence 6 ("x") went out before the subscription was live: the client never sees it.
         fake.publish("b", "2", 7).await;
         let (id, _) = fake.next_icanhaz().await;
@@ -117,7 +117,7 @@ async fn a_snapshot_proven_by_the_next_update_is_not_asked_again() {
         let client = Client::start(options(&fake.address, "")).unwrap();
         let (id, _) = fake.await_icanhaz().await;
         fake.reply(&id, &[("a", "1")], 5).await;
-        step("sync", client.synced()).await.unwrap();
+        step("sync", client.loaded()).await.unwrap();
         fake.publish("b", "2", 6).await;
         fake.publish("c", "3", 7).await;
         eventually("applied", || client.sequence() == 7).await;

@@ -15,7 +15,7 @@ async fn an_update_in_both_the_resync_snapshot_and_the_queue_is_reported_once_wi
         let mut events = client.events();
         let (id, _) = fake.await_icanhaz().await;
         fake.reply(&id, &[("k", "old")], 5).await;
-        step("sync", client.synced()).await.unwrap();
+        step("sync", client.loaded()).await.unwrap();
         fake.publish("a", "1", 6).await;
         fake.publish("a", "2", 8).await; // a gap: the client re-syncs
         wait_event(&mut events, |e| matches!(e, Event::Gap { .. })).await;

@@ -373,14 +373,24 @@ impl Conn {
         Ok(options.subtree(subtree).set_timing(Duration::from_millis(500), timeout))
     }
 
-    /// Starts a client and waits (up to --timeout) until it is in sync.
+    /// Starts a client for a one-shot command and waits (up to --timeout) until it holds a
+    /// snapshot (`Client::loaded`: it answers as of that snapshot, without waiting for the server's
+    /// first publication, as the reference client does).
     async fn start_synced(&self, subtree: Subtree) -> Fallible<Client> {
-        self.synced(Client::start(self.options(subtree)?).map_err(|e| e.to_string())?).await
+        let client = Client::start(self.options(subtree)?).map_err(|e| e.to_string())?;
+        self.wait_for(client, false).await
     }
 
-    /// Waits (up to --timeout) until `client` is in sync.
-    async fn synced(&self, client: Client) -> Fallible<Client> {
-        match tokio::time::timeout(self.timeout()?, client.synced()).await {
+    /// Waits (up to --timeout) until `client` is in sync (`exact`: proven exact, as a watcher
+    /// needs; else holding a snapshot).
+    async fn wait_for(&self, client: Client, exact: bool) -> Fallible<Client> {
+        let ready = async {
+            match exact {
+                true => client.synced().await,
+                false => client.loaded().await,
+            }
+        };
+        match tokio::time::timeout(self.timeout()?, ready).await {
             Ok(Ok(_)) => Ok(client),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!(
@@ -395,7 +405,7 @@ impl Conn {
 async fn watch(subtree: Subtree, conn: Conn) -> Fallible<ExitCode> {
     let mut options = conn.options(subtree)?;
     options.event_capacity = 1 << 16; // room for bursts while stdout is slow
-    let client = conn.synced(Client::start(options).map_err(|e| e.to_string())?).await?;
+    let client = conn.wait_for(Client::start(options).map_err(|e| e.to_string())?, true).await?;
     let (snapshot, mut events) = client.watch();
     let mut out = std::io::stdout().lock();
     let io = |e: std::io::Error| e.to_string();

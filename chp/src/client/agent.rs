@@ -547,7 +547,12 @@ impl Agent {
                 _ => None,
             };
             self.proof.first = Some(first);
-            if let Some(sequence) = self.proof.provisional.take()
+            let provisional = self.proof.provisional.take();
+            if provisional.is_some_and(|sequence| Proof::covers(first, sequence)) {
+                // The subscription was live in time: the snapshot was exact.
+                self.status.send_replace(Status::Active(server.clone()));
+            }
+            if let Some(sequence) = provisional
                 && !Proof::covers(first, sequence)
             {
                 // Synced on a snapshot the subscription may have missed updates after.
@@ -652,7 +657,10 @@ impl Agent {
                 }
                 self.synced_before = true;
                 self.refused.clear();
-                self.status.send_replace(Status::Active(server.clone()));
+                self.status.send_replace(match self.proof.provisional {
+                    Some(_) => Status::Loaded(server.clone()),
+                    None => Status::Active(server.clone()),
+                });
                 self.flush_sets(server);
                 None
             }

@@ -14,7 +14,9 @@
 //!    the snapshot counts as exact only once the subscriber's first message proves it: a KVPUB
 //!    numbered at most the KTHXBAI's sequence + 1. Anything else (a HUGZ first, a later KVPUB) and
 //!    the client asks once more, on a fresh snapshot socket, now that the subscription is live;
-//!    the second snapshot replaces the first (changes reported as events) and is exact.
+//!    the second snapshot replaces the first (changes reported as events) and is exact. Until
+//!    then the status is [`Status::Loaded`]: [`Client::loaded`] returns (what a one-shot read
+//!    needs), [`Client::synced`] waits for [`Status::Active`] (what a watcher needs).
 //! 4. A skipped sequence (whole-map clients only; a subtree client sees only some sequences) means
 //!    updates were lost: per [`GapPolicy`] it re-syncs or fails. A sequence going backwards means a
 //!    restarted server: it re-syncs. Silence (no HUGZ) for [`ClientOptions::server_ttl`], or a
@@ -285,6 +287,11 @@ pub enum Status {
     Connecting(ServerAddress),
     /// Receiving a snapshot from `server`.
     Syncing(ServerAddress),
+    /// Holding a snapshot from `server` that is not yet proven exact (it was asked for before the
+    /// subscription was live; see the module docs): the map is served and sets go out, and the
+    /// client becomes [`Active`](Status::Active) once its subscription proves live (or after one
+    /// more snapshot). [`Client::loaded`] waits for this, [`Client::synced`] for `Active`.
+    Loaded(ServerAddress),
     /// In sync with `server`, applying its updates.
     Active(ServerAddress),
     /// Stopped after an unrecoverable error.
@@ -414,7 +421,26 @@ impl Client {
         self.inner.status.borrow().clone()
     }
 
-    /// Waits until the replica is in sync with a server; returns the sequence then.
+    /// Waits until the client holds a snapshot, exact or not yet proven so ([`Status::Loaded`]):
+    /// what a one-shot read needs (it answers as of that snapshot, without waiting for the
+    /// server's first publication). Returns the sequence.
+    pub async fn loaded(&self) -> Result<u64, ClientError> {
+        let mut status = self.inner.status.clone();
+        let s = status
+            .wait_for(|s| matches!(s, Status::Loaded(_) | Status::Active(_) | Status::Failed(_) | Status::Closed))
+            .await
+            .map_err(|_| ClientError::Closed)?
+            .clone();
+        match s {
+            Status::Loaded(_) | Status::Active(_) => Ok(self.sequence()),
+            Status::Failed(why) => Err(ClientError::Failed(why)),
+            _ => Err(ClientError::Closed),
+        }
+    }
+
+    /// Waits until the replica is in sync with a server, its snapshot proven exact
+    /// ([`Status::Active`]); returns the sequence then. Events from here on come exactly once, in
+    /// sequence order.
     pub async fn synced(&self) -> Result<u64, ClientError> {
         let mut status = self.inner.status.clone();
         let s = status
