@@ -1,19 +1,18 @@
 //! The Lazy Pirate client: reliable request-reply on top of an unreliable server, by timeout, retry
 //! and socket re-creation (the Guide's `lpclient`).
 //!
-//! The client behaves like a REQ socket (one request at a time, each answered once) but is built on
-//! a DEALER so that it can match replies to requests: every request carries a sequence number as
-//! an address frame, `[sequence, "", content…]`. PPP workers echo the address stack, so the reply
-//! comes back as `[sequence, "", reply…]`; a reply with any other sequence (a late answer to an
-//! earlier request) is ignored. After `timeout` without the right reply the socket is closed, a new
-//! one is connected (a fresh identity, so nothing stale can reach it) and the same request is sent
-//! again; after `retries` attempts in all, [`ClientError::NoReply`] says the server is unreachable.
-//! It also works directly against a REP-style server that echoes the envelope (any ROUTER-based
-//! PPP queue does).
+//! The client behaves like the Guide's `lpclient` on a REQ socket: one request at a time, sent as
+//! the body alone (on the wire `["", content…]`, exactly what REQ sends), so it works through the
+//! Guide's queue to the Guide's worker, which take only three-frame requests. It is built on a
+//! DEALER so that it can give up on a request: after `timeout` without a reply the socket is
+//! closed, a new one is connected (a fresh identity, so no late reply can reach it) and the same
+//! request is sent again; after `retries` attempts in all, [`ClientError::NoReply`] says the server
+//! is unreachable. Nothing is added to the request for bookkeeping: a reply that arrived after its
+//! request was answered (a server that answered twice) is discarded before the next request goes
+//! out, and [`Client::stale_replies`] counts them.
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::FutureExt;
 use tokio::time::{Instant, timeout_at};
 use zmtp::{Message, Monitor, MonitorEvent, Socket, SocketType};
@@ -152,7 +151,7 @@ impl Client {
         self.resends
     }
 
-    /// Replies ignored so far because their sequence number was not the current request's.
+    /// Replies discarded so far because no request was waiting for them.
     pub fn stale_replies(&self) -> u64 {
         self.stale
     }
@@ -164,8 +163,7 @@ impl Client {
             return Err(ClientError::EmptyRequest);
         }
         self.sequence += 1;
-        let sequence = Bytes::copy_from_slice(&self.sequence.to_be_bytes());
-        let wire = Envelope::new(vec![sequence.clone()]).wrap(request);
+        let wire = Envelope::new(Vec::new()).wrap(request);
         let mut handshake = None;
         for attempt in 1..=self.config.retries {
             if attempt > 1 {
@@ -180,7 +178,7 @@ impl Client {
                 }
             };
             let deadline = Instant::now() + self.config.timeout;
-            match timeout_at(deadline, self.attempt(&socket, wire.clone(), &sequence)).await {
+            match timeout_at(deadline, self.attempt(&socket, wire.clone())).await {
                 Ok(Ok(reply)) => return Ok(reply),
                 Ok(Err(e)) => return Err(e.into()),
                 Err(_) => {
@@ -205,18 +203,20 @@ impl Client {
         })
     }
 
-    /// One attempt: send, then read until the reply with our sequence number arrives.
-    async fn attempt(&mut self, socket: &Socket, wire: Message, sequence: &Bytes) -> zmtp::Result<Message> {
+    /// One attempt: drop whatever arrived since the last reply, send, then read the reply.
+    async fn attempt(&mut self, socket: &Socket, wire: Message) -> zmtp::Result<Message> {
+        while socket.try_recv().is_ok() {
+            self.stale += 1;
+            tracing::debug!("a reply nobody was waiting for discarded");
+        }
         socket.send(wire).await?;
         loop {
             let msg = socket.recv().await?;
             match Envelope::split(msg) {
-                Ok((envelope, content)) if envelope.addresses() == std::slice::from_ref(sequence) => {
-                    return Ok(content);
-                }
+                Ok((envelope, content)) if envelope.addresses().is_empty() => return Ok(content),
                 Ok(_) => {
                     self.stale += 1;
-                    tracing::debug!("reply with a stale sequence number ignored");
+                    tracing::debug!("reply with an address stack ignored (not ours)");
                 }
                 Err(error) => tracing::warn!(%error, "malformed reply ignored"),
             }

@@ -5,8 +5,13 @@
 //! ```text
 //!  Lazy Pirate clients ──► [frontend ROUTER]  Queue  [backend ROUTER] ◄── PPP workers
 //!   (timeout, retry,        LRU of idle workers, heartbeats both ways,     (READY, heartbeats,
-//!    sequence numbers)      expiry, re-dispatch of lost requests)           reconnect backoff)
+//!    fresh socket)          expiry, re-dispatch of lost requests)           reconnect backoff)
 //! ```
+//!
+//! **Wire-compatible with the Guide's programs by default:** a client's request is the body
+//! alone (what `lpclient` sends on REQ), and a worker receives exactly `[client address…, "",
+//! body…]` (what `ppworker` accepts, three frames for a one-frame body); the queue and the client
+//! keep their bookkeeping to themselves. Any of the three can run against the Guide's other two.
 //!
 //! - [`Queue`]: the broker. See [`queue`] for how it detects dead workers and re-dispatches
 //!   their requests without ever delivering a duplicate reply.

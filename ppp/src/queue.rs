@@ -6,19 +6,30 @@
 //! - **Registration.** A worker exists for the queue only after its READY. HEARTBEATs and replies
 //!   from a worker the queue does not know are logged and dropped (the spec: "the first message in
 //!   any conversation MUST be W:READY"); such a worker notices the silence and reconnects with READY.
+//! - **Wire format: the Guide's.** A worker gets exactly `[client address…, "", body…]` as the
+//!   client sent it — nothing added — so the Guide's `ppworker`, which takes only three-frame
+//!   requests, works behind this queue. Bookkeeping stays here: a worker's reply is matched to its
+//!   request by the client address stack it echoes.
 //! - **LRU.** Idle workers wait in least-recently-used order; a request goes to the longest-idle one.
-//!   A worker becomes idle on READY and on a reply, *never* on a HEARTBEAT: the reference queue
-//!   re-queues a worker on any message, so a busy worker's heartbeat can earn it a second request.
+//!   A worker becomes idle on READY and on a reply, not on a HEARTBEAT while it holds a request
+//!   (the reference re-queues a worker on any message, so a busy worker's heartbeat can earn it a
+//!   second request) — except after a request timeout, below.
+//! - **Request timeout.** A request dispatched to a worker that neither replies nor dies within
+//!   `request_timeout` goes back to the *front* of the pending queue for another worker (checked
+//!   every interval). The worker is kept, not purged: a worker that silently dropped a request but
+//!   still heartbeats is alive and can serve, so it rejoins the idle list on its next HEARTBEAT
+//!   (or reply); one that is really gone is purged by expiry as usual. Nothing stays stranded, and
+//!   a late reply to a re-queued request is dropped (the client gets one reply).
 //! - **Heartbeats to every worker**, idle or busy, every `interval` (the spec: both peers heartbeat).
 //! - **Expiry.** A worker silent for `liveness × interval` is purged. A worker whose connection
 //!   drops (a crashed process) is purged at once: the backend's connection monitor reports the
 //!   disconnect, and a probe HEARTBEAT to each worker finds the one that can no longer be routed to
 //!   (the spec: stop sending to a worker once it is known to be gone).
 //! - **Re-dispatch.** A request whose worker is purged, or which restarts its conversation with
-//!   READY, goes back to the *front* of the pending queue and on to the next idle worker. Each
-//!   dispatch carries a fresh tag as an extra address frame (the worker echoes the address stack),
-//!   and a reply is forwarded only if it carries the tag of that worker's current request: a late
-//!   reply from an expired or restarted worker is dropped, so a client never sees two replies.
+//!   READY, goes back to the *front* of the pending queue and on to the next idle worker. A reply
+//!   is forwarded only if it answers that worker's current request (same client address stack):
+//!   a late reply from an expired, restarted or timed-out worker is dropped, so a client never
+//!   sees two replies.
 //! - **Bounded pending queue.** Requests that arrive while no worker is idle wait in a queue of at
 //!   most `max_pending`. When it is full, [`Overflow::Backpressure`] (default) stops reading the
 //!   frontend, so nothing is dropped: further requests wait in the socket's per-client buffers
@@ -79,6 +90,9 @@ pub struct Queue {
     pub interval: Duration,
     /// Most requests waiting for an idle worker. Default 1000.
     pub max_pending: usize,
+    /// A request a worker holds this long without replying goes to another worker (see the module
+    /// docs). Default `liveness × interval` (3 s).
+    pub request_timeout: Duration,
     /// What happens when `max_pending` is reached. Default [`Overflow::Backpressure`].
     pub overflow: Overflow,
     /// Security of the frontend (clients connect here): NULL, or a server role
@@ -97,6 +111,7 @@ impl Default for Queue {
             liveness: 3,
             interval: Duration::from_millis(1000),
             max_pending: 1000,
+            request_timeout: Duration::from_millis(3000),
             overflow: Overflow::Backpressure,
             frontend_security: Security::Null,
             backend_security: Security::Null,
@@ -147,6 +162,12 @@ pub enum QueueEvent {
     /// back at the front of the pending queue.
     Redispatched {
         /// The worker that lost it.
+        worker: Bytes,
+    },
+    /// A request its worker held for `request_timeout` without a reply was put back at the front
+    /// of the pending queue; the worker rejoins the idle list on its next heartbeat.
+    RequestTimedOut {
+        /// The worker that held it.
         worker: Bytes,
     },
     /// A reply was dropped instead of forwarded (unknown worker, stale tag, malformed).
@@ -225,6 +246,9 @@ impl Queue {
         if self.max_pending == 0 {
             return Err(QueueError::Config("max_pending must be at least 1"));
         }
+        if self.request_timeout.is_zero() {
+            return Err(QueueError::Config("request_timeout must be positive"));
+        }
         self.frontend_security.check_role(true).map_err(QueueError::Config)?;
         self.backend_security.check_role(true).map_err(QueueError::Config)?;
         let frontend = Socket::new(SocketType::Router);
@@ -262,11 +286,11 @@ impl Queue {
             liveness_span: self.interval * self.liveness,
             interval: self.interval,
             max_pending: self.max_pending,
+            request_timeout: self.request_timeout,
             overflow: self.overflow,
             workers: HashMap::new(),
             idle: VecDeque::new(),
             pending: VecDeque::new(),
-            next_tag: rand::random::<u64>(),
             next_expiry_check: None,
             events: events_tx.clone(),
             stats: QueueStats::default(),
@@ -352,8 +376,11 @@ type Request = Message;
 struct WorkerState {
     /// Last time the worker was heard from.
     seen: Instant,
-    /// The request it is working on, with the tag it was sent with.
-    job: Option<(u64, Request)>,
+    /// The request it is working on, and when it was dispatched.
+    job: Option<(Instant, Request)>,
+    /// Its request timed out and went to another worker: it rejoins the idle list on its next
+    /// sign of life (HEARTBEAT or a reply).
+    timed_out: bool,
 }
 
 /// Messages handled per wake-up before timers get a look in.
@@ -372,12 +399,13 @@ struct Broker {
     liveness_span: Duration,
     interval: Duration,
     max_pending: usize,
+    request_timeout: Duration,
     overflow: Overflow,
     workers: HashMap<Bytes, WorkerState>,
-    /// Invariant: a known worker is in `idle` exactly when it has no job. Front = longest idle.
+    /// Invariant: a known worker is in `idle` exactly when it has no job and has not timed out.
+    /// Front = longest idle.
     idle: VecDeque<Bytes>,
     pending: VecDeque<Request>,
-    next_tag: u64,
     /// No worker expires before this (a lower bound: refreshing a worker only moves it later).
     next_expiry_check: Option<Instant>,
     events: broadcast::Sender<QueueEvent>,
@@ -429,6 +457,7 @@ impl Broker {
                         self.purge_expired(now);
                     }
                     if now >= next_heartbeat {
+                        self.requeue_timed_out(now);
                         self.heartbeat();
                         next_heartbeat += self.interval;
                         if next_heartbeat <= now {
@@ -528,7 +557,7 @@ impl Broker {
         self.pending.push_back(msg);
     }
 
-    /// A worker message: `[worker id, READY | HEARTBEAT]` or `[worker id, tag, addresses…, "", content…]`.
+    /// A worker message: `[worker id, READY | HEARTBEAT]` or a reply `[worker id, addresses…, "", content…]`.
     fn on_backend(&mut self, mut msg: Message) {
         let worker = msg.pop_front().expect("ROUTER messages carry the routing id");
         let now = Instant::now();
@@ -547,7 +576,7 @@ impl Broker {
                     }
                     self.on_ready(worker, now)
                 }
-                Ok(Command::Heartbeat) if known => {}
+                Ok(Command::Heartbeat) if known => self.recovered(&worker),
                 Ok(Command::Heartbeat) => {
                     tracing::debug!(worker = %display_id(&worker), "HEARTBEAT from an unregistered worker ignored (READY must come first)");
                 }
@@ -559,33 +588,58 @@ impl Broker {
             self.drop_reply(worker, "from an unregistered worker (expired, or never sent READY)".into());
             return;
         }
-        let tag = msg.pop_front().expect("two or more frames");
-        let job_tag = self.workers[&worker].job.as_ref().map(|(t, _)| *t);
-        let Some(expected) = job_tag else {
-            self.drop_reply(worker, "from a worker with no request in progress".into());
+        if let Err(error) = Envelope::check(&msg, 1) {
+            self.malformed("backend", error, &worker);
             return;
+        }
+        let answers_job = {
+            let w = &self.workers[&worker];
+            w.job.as_ref().is_some_and(|(_, request)| same_envelope(request, &msg))
         };
-        if tag.len() != 8 {
-            self.malformed("backend", ProtocolError::BadAddress(tag.slice(..tag.len().min(16))), &worker);
+        if !answers_job {
+            // A late reply (its request timed out, or was re-dispatched) still shows the worker is
+            // done and alive.
+            self.recovered(&worker);
+            self.drop_reply(worker, "not the reply to the worker's current request (late, or re-dispatched)".into());
             return;
         }
-        if tag.as_ref() != expected.to_be_bytes() {
-            self.drop_reply(worker, "stale tag (a reply to a request that was re-dispatched)".into());
-            return;
-        }
-        // The tag matches: the worker is done with the request, whatever the reply looks like.
         let w = self.workers.get_mut(&worker).expect("known");
         w.job = None;
-        self.idle.push_back(worker.clone());
-        match Envelope::check(&msg, 1) {
-            // A frontend ROUTER never blocks; a client that has gone away loses its reply.
-            Ok(()) => {
-                self.stats.replies += 1;
-                // Before the client can see its reply, so stats never lag behind what it saw.
-                self.publish_stats();
-                let _ = self.frontend.try_send(msg);
-            }
-            Err(error) => self.malformed("backend", error, &worker),
+        self.idle.push_back(worker);
+        self.stats.replies += 1;
+        // Before the client can see its reply, so stats never lag behind what it saw.
+        self.publish_stats();
+        // A frontend ROUTER never blocks; a client that has gone away loses its reply.
+        let _ = self.frontend.try_send(msg);
+    }
+
+    /// A worker whose request timed out shows a sign of life: it rejoins the idle list.
+    fn recovered(&mut self, worker: &Bytes) {
+        let Some(w) = self.workers.get_mut(worker) else { return };
+        if w.timed_out && w.job.is_none() {
+            w.timed_out = false;
+            tracing::info!(worker = %display_id(worker), "worker whose request timed out is alive: idle again");
+            self.idle.push_back(worker.clone());
+        }
+    }
+
+    /// Requests held longer than `request_timeout` go back to the front of the pending queue.
+    fn requeue_timed_out(&mut self, now: Instant) {
+        let timeout = self.request_timeout;
+        let stuck: Vec<Bytes> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| w.job.as_ref().is_some_and(|(since, _)| *since + timeout <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for worker in stuck {
+            let w = self.workers.get_mut(&worker).expect("listed");
+            let (_, request) = w.job.take().expect("listed with a job");
+            w.timed_out = true;
+            tracing::warn!(worker = %display_id(&worker), timeout_ms = timeout.as_millis() as u64, "request timed out; re-dispatching it");
+            self.pending.push_front(request);
+            self.stats.redispatched += 1;
+            self.emit(QueueEvent::RequestTimedOut { worker });
         }
     }
 
@@ -611,16 +665,20 @@ impl Broker {
         match self.workers.entry(worker.clone()) {
             Entry::Occupied(mut e) => {
                 // A READY from a known worker restarts its conversation: whatever it was doing is lost.
-                if let Some((_, request)) = e.get_mut().job.take() {
+                let state = e.get_mut();
+                let was_timed_out = std::mem::take(&mut state.timed_out);
+                if let Some((_, request)) = state.job.take() {
                     tracing::warn!(worker = %display_id(&worker), "busy worker sent READY (restarted); re-dispatching its request");
                     self.pending.push_front(request);
                     self.idle.push_back(worker.clone());
                     self.stats.redispatched += 1;
                     self.emit(QueueEvent::Redispatched { worker });
+                } else if was_timed_out {
+                    self.idle.push_back(worker);
                 }
             }
             Entry::Vacant(e) => {
-                e.insert(WorkerState { seen: now, job: None });
+                e.insert(WorkerState { seen: now, job: None, timed_out: false });
                 self.idle.push_back(worker.clone());
                 let expiry = now + self.liveness_span;
                 self.next_expiry_check = Some(self.next_expiry_check.map_or(expiry, |t| t.min(expiry)));
@@ -640,6 +698,7 @@ impl Broker {
                 self.stats.redispatched += 1;
                 self.emit(QueueEvent::Redispatched { worker: worker.clone() });
             }
+            None if state.timed_out => {}
             None => self.idle.retain(|w| w != worker),
         }
     }
@@ -695,17 +754,13 @@ impl Broker {
         while !self.pending.is_empty() {
             let Some(worker) = self.idle.pop_front() else { return };
             let request = self.pending.pop_front().expect("non-empty");
-            let tag = self.next_tag;
-            self.next_tag = self.next_tag.wrapping_add(1);
-            let mut msg = Message::new();
-            msg.push(worker.clone());
-            msg.push(Bytes::copy_from_slice(&tag.to_be_bytes()));
-            for frame in request.iter() {
-                msg.push(frame.clone());
-            }
+            // Exactly what the client sent, behind the worker's routing id: nothing added.
+            let mut msg = request.clone();
+            msg.push_front(worker.clone());
             match self.backend.try_send(msg) {
                 Ok(()) => {
-                    self.workers.get_mut(&worker).expect("idle workers are known").job = Some((tag, request));
+                    self.workers.get_mut(&worker).expect("idle workers are known").job =
+                        Some((Instant::now(), request));
                 }
                 Err(e) => {
                     // Gone (HostUnreachable) or not reading (WouldBlock): either way not usable.
@@ -716,4 +771,11 @@ impl Broker {
             }
         }
     }
+}
+
+/// True when `reply` carries the same address stack (the frames up to the empty delimiter) as
+/// `request`: the worker's answer to that request.
+fn same_envelope(request: &Message, reply: &Message) -> bool {
+    let stack = |m: &Message| m.iter().position(|f| f.is_empty()).map(|end| m.frames()[..end].to_vec());
+    stack(request).is_some() && stack(request) == stack(reply)
 }

@@ -38,9 +38,11 @@ async fn echo(request: Message) -> Message {
     request
 }
 
+/// `n` one-frame requests, each echoed: what the Guide's client sends and its worker accepts
+/// (exactly `[client address, "", body]`).
 async fn exchange(client: &mut Client, n: usize) {
     for i in 0..n {
-        let request = Message::from(vec![format!("req-{i}"), "payload".to_string()]);
+        let request = Message::single(format!("req-{i}"));
         assert_eq!(client.request(request.clone()).await.unwrap(), request);
     }
 }

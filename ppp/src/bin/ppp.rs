@@ -80,6 +80,10 @@ struct QueueArgs {
     /// When --max-pending requests wait: stop reading clients (backpressure) or drop the oldest.
     #[arg(long, value_enum, default_value_t = OverflowArg::Backpressure)]
     overflow: OverflowArg,
+    /// A request a worker holds this long without replying goes to another worker (default:
+    /// liveness x interval); the worker rejoins the idle list on its next heartbeat.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    request_timeout_ms: Option<u64>,
     #[command(flatten)]
     security: ServerSecurityArgs,
 }
@@ -290,6 +294,9 @@ async fn run_queue(args: QueueArgs) -> Result<ExitCode, String> {
         liveness: args.liveness,
         interval: Duration::from_millis(args.interval_ms),
         max_pending: usize::try_from(args.max_pending).unwrap_or(usize::MAX),
+        request_timeout: Duration::from_millis(
+            args.request_timeout_ms.unwrap_or(args.interval_ms.saturating_mul(u64::from(args.liveness))),
+        ),
         overflow: match args.overflow {
             OverflowArg::Backpressure => ppp::Overflow::Backpressure,
             OverflowArg::DropOldest => ppp::Overflow::DropOldest,

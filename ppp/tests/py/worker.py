@@ -5,7 +5,9 @@ liveness counter reset by any message from the queue, reconnect with exponential
 
     worker.py --connect EP [--interval-ms MS] [--liveness N] [--init-ms MS] [--max-ms MS]
 
-Echoes every request whole (address stack included). Prints one line per event:
+As strict as the Guide's ppworker: a request is exactly three frames [client address, "", body],
+echoed whole; a one-frame HEARTBEAT is a heartbeat; anything else is an invalid message, logged
+and dropped. Prints one line per event:
 
     ready ID | heartbeat-in | request | reconnect MS | malformed
 """
@@ -57,7 +59,7 @@ def main():
             frames = sock.recv_multipart()
             if frames == [HEARTBEAT]:
                 say("heartbeat-in")
-            elif len(frames) >= 3 and b"" in frames[:-1]:
+            elif len(frames) == 3 and frames[1] == b"":
                 say("request")
                 sock.send_multipart(frames)
             else:
