@@ -80,10 +80,11 @@ async fn assert_heartbeat_rate(w: &Socket, interval_ms: u64) {
         let msg = recv(w).await;
         assert!(is_heartbeat(&msg), "expected a heartbeat, got {msg:?}");
     }
+    // Not faster than the interval allows (order: a tick cannot come early); how much slower is
+    // a matter of load and is not asserted.
     let took = start.elapsed();
     let lo = ms(2 * interval_ms);
-    let hi = ms(6 * interval_ms + 1000);
-    assert!(took >= lo && took <= hi, "5 heartbeats took {took:?} at interval {interval_ms} ms");
+    assert!(took >= lo, "5 heartbeats took {took:?} at interval {interval_ms} ms");
 }
 
 fn client_config(timeout_ms: u64, retries: u32) -> ClientConfig {
