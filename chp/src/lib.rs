@@ -39,6 +39,9 @@
 pub mod address;
 pub mod client;
 pub mod command;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod kvmsg;
 pub mod security;
 pub mod server;

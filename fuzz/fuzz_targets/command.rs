@@ -14,7 +14,9 @@ fuzz_target!(|data: &[u8]| {
         let again = Command::parse(cmd.body()).expect("re-encoded command parses");
         match (&cmd, &again) {
             // PING/PONG contexts are cut to 16 bytes and ERROR reasons to 255 when encoded.
-            (Command::Ping { .. }, Command::Ping { .. }) | (Command::Pong(_), Command::Pong(_)) | (Command::Error(_), Command::Error(_)) => {}
+            (Command::Ping { .. }, Command::Ping { .. })
+            | (Command::Pong(_), Command::Pong(_))
+            | (Command::Error(_), Command::Error(_)) => {}
             _ => assert_eq!(cmd, again),
         }
     }

@@ -9,7 +9,11 @@ mod common;
 
 fuzz_target!(|data: &[u8]| {
     let server = KeyPair::from_secret_bytes([7; 32]);
-    let mut client = CurveClient::new(common::config(SocketType::Dealer, false), KeyPair::from_secret_bytes([9; 32]), server.public());
+    let mut client = CurveClient::new(
+        common::config(SocketType::Dealer, false),
+        KeyPair::from_secret_bytes([9; 32]),
+        server.public(),
+    );
     let _ = client.start();
     for body in common::bodies(data) {
         match client.on_command(body) {

@@ -10,7 +10,11 @@ mod common;
 
 fuzz_target!(|data: &[u8]| {
     let server_keys = KeyPair::from_secret_bytes([7; 32]);
-    let mut client = CurveClient::new(common::config(SocketType::Dealer, false), KeyPair::from_secret_bytes([9; 32]), server_keys.public());
+    let mut client = CurveClient::new(
+        common::config(SocketType::Dealer, false),
+        KeyPair::from_secret_bytes([9; 32]),
+        server_keys.public(),
+    );
     let mut server = CurveServer::new(common::config(SocketType::Router, true), server_keys);
     let Ok(Step::Send(welcome)) = server.on_command(client.start().unwrap()) else { panic!("hello") };
     let Ok(Step::Send(initiate)) = client.on_command(welcome[0].clone()) else { panic!("welcome") };

@@ -29,7 +29,10 @@ fn mutate(body: &Bytes, edits: &[u8]) -> Bytes {
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
     let (server_keys, client_keys) = keys();
-    let mut server = Handshake::CurveServer(Box::new(CurveServer::new(common::config(SocketType::Router, true), server_keys.clone())));
+    let mut server = Handshake::CurveServer(Box::new(CurveServer::new(
+        common::config(SocketType::Router, true),
+        server_keys.clone(),
+    )));
     if mode & 1 == 0 {
         for body in common::bodies(rest) {
             match server.on_command(body) {

@@ -13,7 +13,11 @@ fuzz_target!(|data: &[u8]| {
     let mut hs = if mode & 1 == 0 {
         Handshake::PlainServer(PlainServer::new(common::config(SocketType::Rep, true)))
     } else {
-        Handshake::PlainClient(PlainClient::new(common::config(SocketType::Req, false), Bytes::from("u"), Bytes::from("p")))
+        Handshake::PlainClient(PlainClient::new(
+            common::config(SocketType::Req, false),
+            Bytes::from("u"),
+            Bytes::from("p"),
+        ))
     };
     let _ = hs.start();
     for body in common::bodies(rest) {

@@ -30,6 +30,9 @@
 
 mod engine;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod message;
 mod monitor;
 mod options;

@@ -62,7 +62,7 @@
 
 mod agent;
 mod recent;
-mod replica;
+pub(crate) mod replica;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};

@@ -3,7 +3,7 @@
 pub(crate) mod core;
 mod endpoints;
 pub(crate) mod inbox;
-mod mtrie;
+pub(crate) mod mtrie;
 pub(crate) mod pipe;
 mod subscriptions;
 
