@@ -536,7 +536,9 @@ impl Broker {
     }
 
     fn malformed(&self, side: &'static str, error: ProtocolError, from: &Bytes) {
-        tracing::warn!(side, peer = %display_id(from), %error, "malformed message dropped");
+        if let Some(suppressed) = zmtp::throttle::allow("ppp queue: malformed message") {
+            tracing::warn!(side, peer = %display_id(from), %error, suppressed, "malformed message dropped");
+        }
         self.emit(QueueEvent::Malformed { side, error });
     }
 
@@ -657,7 +659,9 @@ impl Broker {
 
     fn drop_reply(&mut self, worker: Bytes, reason: String) {
         self.stats.replies_dropped += 1;
-        tracing::warn!(worker = %display_id(&worker), %reason, "reply dropped");
+        if let Some(suppressed) = zmtp::throttle::allow("ppp queue: reply dropped") {
+            tracing::warn!(worker = %display_id(&worker), %reason, suppressed, "reply dropped");
+        }
         self.emit(QueueEvent::ReplyDropped { worker, reason });
     }
 

@@ -438,7 +438,9 @@ impl<H: Handler> Run<H> {
     }
 
     fn malformed(&self, error: ProtocolError) {
-        tracing::warn!(%error, "malformed message from the queue dropped");
+        if let Some(suppressed) = zmtp::throttle::allow("ppp worker: malformed message") {
+            tracing::warn!(%error, suppressed, "malformed message from the queue dropped");
+        }
         self.emit(WorkerEvent::Malformed(error));
     }
 
