@@ -97,7 +97,8 @@ pub(crate) struct Peer {
 pub(crate) struct ReqState {
     /// The peer the outstanding request went to.
     pub awaiting: Option<PeerId>,
-    /// REQ_CORRELATE: the id of the outstanding request.
+    /// REQ_CORRELATE: the id of the outstanding request, sent as 4 bytes in the host's byte
+    /// order (libzmq copies its `uint32_t` as is).
     pub request_id: u32,
 }
 
@@ -183,7 +184,13 @@ impl Core {
         Arc::new(Core {
             socket_type,
             options: Mutex::new(Arc::new(Options::default())),
-            state: Mutex::new(State { next_generated_id, ..State::default() }),
+            state: Mutex::new(State {
+                next_generated_id,
+                // As libzmq: a random first id, so a reply meant for an earlier incarnation of this
+                // REQ is not taken for one to this one.
+                req: ReqState { request_id: rand::random(), ..ReqState::default() },
+                ..State::default()
+            }),
             inbox: Inbox::new(socket_type == SocketType::Sub),
             space: Arc::new(Waiters::default()),
             shutdown: CancellationToken::new(),
@@ -513,7 +520,7 @@ impl Core {
                 msg.push_front(Bytes::new());
                 let request_id = state.req.request_id.wrapping_add(1);
                 if correlate {
-                    msg.push_front(Bytes::copy_from_slice(&request_id.to_be_bytes()));
+                    msg.push_front(Bytes::copy_from_slice(&request_id.to_ne_bytes()));
                 }
                 let immediate = self.hot.immediate.load(Ordering::Relaxed);
                 match load_balance(&mut state, msg, immediate) {
@@ -649,7 +656,7 @@ impl Core {
                     }
                     if self.options().req_correlate {
                         let id = msg.pop_front();
-                        if id.as_deref() != Some(&state.req.request_id.to_be_bytes()[..]) {
+                        if id.as_deref() != Some(&state.req.request_id.to_ne_bytes()[..]) {
                             continue; // a stale reply to an earlier request
                         }
                     }

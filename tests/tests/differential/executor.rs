@@ -1,0 +1,228 @@
+//! The two executors of scenario command lines: libzmq through tests/py/diff_peer.py, and zmtp
+//! in this process. Both answer in the same words ("ok", "ok ENDPOINT", "msg F..", "err KIND").
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::watch;
+use zmtp::{Error, Message, MonitorEvent, Socket, SocketType};
+
+/// libzmq, driven line by line.
+pub struct Libzmq {
+    _child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Libzmq {
+    pub fn start() -> Libzmq {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/diff_peer.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python3 runs (the differential tests need python3 with pyzmq: pip install pyzmq)");
+        let stdin = child.stdin.take().expect("piped");
+        let lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        Libzmq { _child: child, stdin, lines }
+    }
+
+    pub async fn ask(&mut self, line: &str) -> String {
+        self.stdin.write_all(format!("{line}\n").as_bytes()).await.expect("diff_peer.py alive");
+        self.stdin.flush().await.expect("diff_peer.py alive");
+        let answer = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
+            .await
+            .expect("diff_peer.py answers within 30 s")
+            .expect("diff_peer.py output readable")
+            .expect("diff_peer.py did not exit (is pyzmq installed? pip install pyzmq)");
+        assert!(!answer.starts_with("fail"), "diff_peer.py could not run {line:?}: {answer}");
+        answer
+    }
+}
+
+/// A zmtp socket and its count of successful handshakes.
+struct Ours {
+    socket: Socket,
+    handshakes: watch::Receiver<usize>,
+}
+
+/// zmtp, in this process.
+#[derive(Default)]
+pub struct Zmtp {
+    sockets: HashMap<String, Ours>,
+}
+
+fn socket_type(name: &str) -> SocketType {
+    match name {
+        "PAIR" => SocketType::Pair,
+        "PUB" => SocketType::Pub,
+        "SUB" => SocketType::Sub,
+        "REQ" => SocketType::Req,
+        "REP" => SocketType::Rep,
+        "DEALER" => SocketType::Dealer,
+        "ROUTER" => SocketType::Router,
+        "PULL" => SocketType::Pull,
+        "PUSH" => SocketType::Push,
+        "XPUB" => SocketType::XPub,
+        "XSUB" => SocketType::XSub,
+        other => panic!("unknown socket type {other}"),
+    }
+}
+
+/// The errno name libzmq would use for `e`.
+fn kind(e: &Error) -> String {
+    match e {
+        Error::WouldBlock => "EAGAIN".into(),
+        Error::InvalidState => "EFSM".into(),
+        Error::HostUnreachable(_) => "EHOSTUNREACH".into(),
+        Error::NotSupported(_) => "ENOTSUP".into(),
+        Error::AddressInUse(_) => "EADDRINUSE".into(),
+        Error::EndpointNotFound(_) => "ENOENT".into(),
+        Error::InvalidEndpoint(..) | Error::InvalidOption(_) => "EINVAL".into(),
+        Error::UnsupportedTransport(_) => "EPROTONOSUPPORT".into(),
+        Error::Closed => "ETERM".into(),
+        Error::Io(io) if io.kind() == std::io::ErrorKind::AddrInUse => "EADDRINUSE".into(),
+        other => format!("OTHER({other})"),
+    }
+}
+
+pub fn frame(token: &str) -> Bytes {
+    if token == "-" { Bytes::new() } else { Bytes::from(decode_hex(token)) }
+}
+
+pub fn decode_hex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+}
+
+fn words(msg: &Message) -> String {
+    let mut out = String::from("msg");
+    for f in msg.frames() {
+        out.push(' ');
+        if f.is_empty() {
+            out.push('-');
+        } else {
+            for b in f.iter() {
+                out.push_str(&format!("{b:02x}"));
+            }
+        }
+    }
+    out
+}
+
+impl Zmtp {
+    pub async fn ask(&mut self, line: &str) -> String {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w[0] {
+            "reset" => {
+                for (_, s) in self.sockets.drain() {
+                    s.socket.close().await;
+                }
+                return "ok".into();
+            }
+            "new" => {
+                let socket = Socket::new(socket_type(w[2]));
+                socket.set_linger(Some(Duration::ZERO));
+                socket.set_reconnect_ivl(Some(Duration::from_millis(10)));
+                for opt in &w[3..] {
+                    let (key, value) = opt.split_once('=').expect("opt=value");
+                    let on = value == "1";
+                    match key {
+                        "sndhwm" => socket.set_sndhwm(value.parse().unwrap()),
+                        "rcvhwm" => socket.set_rcvhwm(value.parse().unwrap()),
+                        "router_mandatory" => socket.set_router_mandatory(on),
+                        "probe_router" => socket.set_probe_router(on),
+                        "conflate" => socket.set_conflate(on),
+                        "req_relaxed" => socket.set_req_relaxed(on),
+                        "req_correlate" => socket.set_req_correlate(on),
+                        "xpub_verbose" => socket.set_xpub_verbose(on),
+                        "router_handover" => socket.set_router_handover(on),
+                        "immediate" => socket.set_immediate(on),
+                        "routing_id" => socket.set_routing_id(frame(value)).unwrap(),
+                        other => panic!("unknown option {other}"),
+                    }
+                }
+                let mut monitor = socket.monitor();
+                let (tx, rx) = watch::channel(0usize);
+                tokio::spawn(async move {
+                    while let Some(event) = monitor.next().await {
+                        if matches!(event, MonitorEvent::HandshakeSucceeded { .. }) {
+                            tx.send_modify(|n| *n += 1);
+                        }
+                    }
+                });
+                self.sockets.insert(w[1].to_owned(), Ours { socket, handshakes: rx });
+                return "ok".into();
+            }
+            _ => {}
+        }
+        let name = w[1];
+        if w[0] == "close" {
+            if let Some(s) = self.sockets.remove(name) {
+                s.socket.close().await;
+            }
+            return "ok".into();
+        }
+        let ours = self.sockets.get_mut(name).unwrap_or_else(|| panic!("no socket {name}"));
+        let socket = &ours.socket;
+        let done = |r: zmtp::Result<()>| match r {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => format!("err {}", kind(&e)),
+        };
+        match w[0] {
+            "bind" => match socket.bind(w[2]).await {
+                Ok(ep) => format!("ok {ep}"),
+                Err(e) => format!("err {}", kind(&e)),
+            },
+            "connect" => done(socket.connect(w[2]).await),
+            "disconnect" => done(socket.disconnect(w[2]).await),
+            "unbind" => done(socket.unbind(w[2]).await),
+            "sub" => done(socket.subscribe(frame(w[2]))),
+            "unsub" => done(socket.unsubscribe(frame(w[2]))),
+            "send" => done(socket.try_send(Message::from_iter(w[2..].iter().map(|t| frame(t))))),
+            "recv" => match socket.try_recv() {
+                Ok(m) => words(&m),
+                Err(e) => format!("err {}", kind(&e)),
+            },
+            "recvwait" => {
+                let ms = w[2].parse().unwrap();
+                match tokio::time::timeout(Duration::from_millis(ms), socket.recv()).await {
+                    Ok(Ok(m)) => words(&m),
+                    Ok(Err(e)) => format!("err {}", kind(&e)),
+                    Err(_) => "err EAGAIN".into(),
+                }
+            }
+            "handshakes" => {
+                let (want, ms): (usize, u64) = (w[2].parse().unwrap(), w[3].parse().unwrap());
+                let wait = ours.handshakes.wait_for(|n| *n >= want);
+                match tokio::time::timeout(Duration::from_millis(ms), wait).await {
+                    Ok(_) => "ok".into(),
+                    Err(_) => "err TIMEOUT".into(),
+                }
+            }
+            other => panic!("unknown command {other}"),
+        }
+    }
+}
+
+/// Either executor.
+pub enum Executor {
+    Libzmq(Libzmq),
+    Zmtp(Zmtp),
+}
+
+impl Executor {
+    pub async fn ask(&mut self, line: &str) -> String {
+        match self {
+            Executor::Libzmq(l) => l.ask(line).await,
+            Executor::Zmtp(z) => z.ask(line).await,
+        }
+    }
+}
+

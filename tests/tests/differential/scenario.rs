@@ -1,0 +1,433 @@
+//! Seeded scenarios: what each socket does, in order, written as the executors' command lines
+//! (see tests/py/diff_peer.py for the command language) plus a few steps the runner performs
+//! itself because they need several sockets (drain, fence, settle).
+//!
+//! Every family below keeps to what libzmq makes deterministic: peers are attached one at a time
+//! (each connect settled by both ends' handshake counts, so round-robin order is fixed), a receiver
+//! fed by several senders is compared as a sorted multiset (fair queueing interleaves), and
+//! subscriptions are fenced (see [`Step::Fence`]) before anything is published.
+
+use std::fmt::Write as _;
+
+/// SplitMix64: small, seedable, no dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next() % (hi - lo + 1) as u64) as usize
+    }
+
+    /// True with probability `percent`/100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.range(0, items.len() - 1)]
+    }
+}
+
+/// One step of a scenario.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// A command line for the executor that owns the socket named by its second word. A trailing
+    /// `#mask<N>` (not sent) replaces frame N of a received message by its length: a value
+    /// libzmq makes random.
+    Cmd(String),
+    /// Receive from the socket until it is quiet (the reference run) or until it has as many
+    /// messages as the reference run saw (the others); `sorted` when several peers feed it.
+    Drain { socket: String, sorted: bool },
+    /// Make sure every subscription change `sub` made so far has reached `publisher`: `sub`
+    /// subscribes a fresh topic `ff<n>`, the publisher sends it until `sub` receives it (the
+    /// subscription travels after the earlier ones on the same pipe). Messages and XPUB notices
+    /// starting with 0xff are never part of an outcome.
+    Fence { publisher: String, sub: String, xsub: bool },
+    /// Wait until each socket has seen the given number of successful handshakes in all.
+    Settle(Vec<(String, usize)>),
+}
+
+/// A scenario: its family (for reports and the divergence table) and its steps.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub seed: u64,
+    pub family: &'static str,
+    pub steps: Vec<Step>,
+}
+
+impl std::fmt::Display for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "scenario seed={} family={}", self.seed, self.family)?;
+        for s in &self.steps {
+            match s {
+                Step::Cmd(line) => writeln!(f, "  {line}")?,
+                Step::Drain { socket, sorted } => writeln!(f, "  drain {socket}{}", if *sorted { " (sorted)" } else { "" })?,
+                Step::Fence { publisher, sub, .. } => writeln!(f, "  fence {publisher} -> {sub}")?,
+                Step::Settle(counts) => writeln!(f, "  settle {counts:?}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Endpoints in a scenario are written `@name`: `@b<n>` is resolved by a bind of
+/// `tcp://127.0.0.1:*` (or a fresh ipc path), `@p<n>` is a free tcp port chosen before the
+/// scenario runs (for a connect before the bind).
+struct Builder {
+    rng: Rng,
+    steps: Vec<Step>,
+    handshakes: Vec<(String, usize)>,
+    endpoints: usize,
+    ipc: bool,
+}
+
+impl Builder {
+    fn cmd(&mut self, line: impl Into<String>) {
+        self.steps.push(Step::Cmd(line.into()));
+    }
+
+    fn new_socket(&mut self, name: &str, kind: &str, options: &[String]) {
+        let mut line = format!("new {name} {kind}");
+        for o in options {
+            let _ = write!(line, " {o}");
+        }
+        self.cmd(line);
+        self.handshakes.push((name.to_owned(), 0));
+    }
+
+    /// A bind on a fresh endpoint; returns its `@` name.
+    fn bind(&mut self, socket: &str) -> String {
+        self.endpoints += 1;
+        let ep = if self.ipc { format!("@i{}", self.endpoints) } else { format!("@b{}", self.endpoints) };
+        self.cmd(format!("bind {socket} {ep}"));
+        ep
+    }
+
+    /// `connecter` connects to `endpoint` (bound by `binder`); both handshakes are awaited.
+    fn connect(&mut self, connecter: &str, binder: &str, endpoint: &str) {
+        self.cmd(format!("connect {connecter} {endpoint}"));
+        self.settle_new_link(connecter, binder);
+    }
+
+    fn settle_new_link(&mut self, a: &str, b: &str) {
+        for (name, n) in self.handshakes.iter_mut() {
+            if name == a || name == b {
+                *n += 1;
+            }
+        }
+        let counts = self.handshakes.iter().filter(|(n, _)| n == a || n == b).cloned().collect();
+        self.steps.push(Step::Settle(counts));
+    }
+
+    /// Links `hub` with every leaf, one at a time; the hub binds once, or each leaf binds.
+    fn star(&mut self, hub: &str, leaves: &[String]) {
+        if self.rng.chance(50) {
+            let ep = self.bind(hub);
+            for leaf in leaves {
+                self.connect(leaf, hub, &ep);
+            }
+        } else {
+            for leaf in leaves {
+                let ep = self.bind(leaf);
+                self.connect(hub, leaf, &ep);
+            }
+        }
+    }
+
+    fn drain(&mut self, socket: &str, sorted: bool) {
+        self.steps.push(Step::Drain { socket: socket.to_owned(), sorted });
+    }
+
+    /// A message of 1–3 frames tagged with its origin and number; sometimes an empty frame.
+    fn body(&mut self, origin: &str, n: usize) -> String {
+        let mut frames = vec![hex(&format!("{origin}-{n}"))];
+        for _ in 0..self.rng.range(0, 2) {
+            frames.push(if self.rng.chance(25) { "-".into() } else { hex(&format!("x{}", self.rng.range(0, 99))) });
+        }
+        frames.join(" ")
+    }
+}
+
+/// Lower-case hex of a string's bytes ("-" for empty).
+pub fn hex(s: &str) -> String {
+    if s.is_empty() {
+        return "-".into();
+    }
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+const FAMILIES: &[(&str, fn(&mut Builder))] = &[
+    ("pipeline", pipeline),
+    ("pair", pair),
+    ("reqrep", reqrep),
+    ("router", router),
+    ("pubsub", pubsub),
+    ("queue-before-connect", queue_before_connect),
+];
+
+/// The scenario for `seed`.
+pub fn generate(seed: u64) -> Scenario {
+    let mut rng = Rng::new(seed);
+    let (family, build) = FAMILIES[(rng.next() % FAMILIES.len() as u64) as usize];
+    let ipc = rng.chance(25);
+    let mut b = Builder { rng, steps: Vec::new(), handshakes: Vec::new(), endpoints: 0, ipc };
+    build(&mut b);
+    Scenario { seed, family, steps: b.steps }
+}
+
+/// PUSH → PULL: one pusher round-robins over 1–3 pullers (each receives an exact sequence), or
+/// 1–3 pushers are fair-queued into one puller (a multiset).
+fn pipeline(b: &mut Builder) {
+    let fan_out = b.rng.chance(50);
+    let n = b.rng.range(1, 3);
+    let (pushers, pullers): (Vec<String>, Vec<String>) = if fan_out {
+        (vec!["push0".into()], (0..n).map(|i| format!("pull{i}")).collect())
+    } else {
+        ((0..n).map(|i| format!("push{i}")).collect(), vec!["pull0".into()])
+    };
+    for p in &pushers {
+        b.new_socket(p, "PUSH", &[]);
+    }
+    for p in &pullers {
+        b.new_socket(p, "PULL", &[]);
+    }
+    if fan_out {
+        b.star("push0", &pullers);
+    } else {
+        b.star("pull0", &pushers);
+    }
+    for i in 0..b.rng.range(1, 12) {
+        let from = b.rng.pick(&pushers).clone();
+        let body = b.body(&from, i);
+        b.cmd(format!("send {from} {body}"));
+    }
+    for p in &pullers {
+        b.drain(p, !fan_out);
+    }
+}
+
+/// PAIR ↔ PAIR: messages both ways, each side's sequence exact.
+fn pair(b: &mut Builder) {
+    b.new_socket("a", "PAIR", &[]);
+    b.new_socket("c", "PAIR", &[]);
+    let ep = b.bind("a");
+    b.connect("c", "a", &ep);
+    for i in 0..b.rng.range(1, 10) {
+        let from = if b.rng.chance(50) { "a" } else { "c" };
+        let body = b.body(from, i);
+        b.cmd(format!("send {from} {body}"));
+    }
+    b.drain("a", false);
+    b.drain("c", false);
+}
+
+/// REQ/REP alternation, against REP, ROUTER, or through a DEALER; sometimes out of turn (EFSM),
+/// sometimes with REQ_RELAXED / REQ_CORRELATE, sometimes a DEALER request with no delimiter.
+fn reqrep(b: &mut Builder) {
+    let client_kind = *b.rng.pick(&["REQ", "REQ", "DEALER"]);
+    let server_kind = if client_kind == "DEALER" { "REP" } else { *b.rng.pick(&["REP", "ROUTER"]) };
+    let mut client_opts = vec!["routing_id=".to_owned() + &hex("cli")];
+    let relaxed = client_kind == "REQ" && b.rng.chance(25);
+    let correlate = relaxed && b.rng.chance(50);
+    if relaxed {
+        client_opts.push("req_relaxed=1".into());
+    }
+    if correlate {
+        client_opts.push("req_correlate=1".into());
+    }
+    let servers = if server_kind == "REP" { b.rng.range(1, 2) } else { 1 };
+    b.new_socket("cli", client_kind, &client_opts);
+    let names: Vec<String> = (0..servers).map(|i| format!("srv{i}")).collect();
+    for s in &names {
+        b.new_socket(s, server_kind, &[]);
+    }
+    b.star("cli", &names);
+    for round in 0..b.rng.range(1, 4) {
+        let srv = names[round % servers].clone();
+        if b.rng.chance(15) {
+            b.cmd("recv cli"); // before a send: EFSM for REQ, EAGAIN for DEALER
+        }
+        if b.rng.chance(10) {
+            b.cmd(format!("send {srv} {}", hex("early"))); // a reply before a request
+        }
+        let req = hex(&format!("req-{round}"));
+        match client_kind {
+            "DEALER" if b.rng.chance(20) => b.cmd(format!("send cli {req}")), // no delimiter
+            "DEALER" => b.cmd(format!("send cli - {req}")),
+            _ => b.cmd(format!("send cli {req}")),
+        }
+        if b.rng.chance(15) {
+            b.cmd(format!("send cli {}", hex("again"))); // out of turn: EFSM unless relaxed
+        }
+        // REQ_CORRELATE's request id is random (as libzmq's): a ROUTER sees it as frame 1.
+        let mask = if correlate && server_kind == "ROUTER" { " #mask1" } else { "" };
+        b.cmd(format!("recvwait {srv} 2000{mask}"));
+        if b.rng.chance(20) {
+            b.cmd(format!("recvwait {srv} 50{mask}")); // the "again" request when relaxed, else nothing
+        }
+        let rep = hex(&format!("rep-{round}"));
+        if server_kind == "ROUTER" {
+            b.cmd(format!("send {srv} {} - {rep}", hex("cli")));
+        } else {
+            b.cmd(format!("send {srv} {rep}"));
+        }
+        b.drain("cli", false);
+    }
+}
+
+/// ROUTER addressing DEALERs by routing id: known ids, unknown ids (dropped, or EHOSTUNREACH
+/// with ROUTER_MANDATORY), PROBE_ROUTER's empty message on connect, replies to the router.
+fn router(b: &mut Builder) {
+    let mut router_opts = Vec::new();
+    let mandatory = b.rng.chance(50);
+    if mandatory {
+        router_opts.push("router_mandatory=1".into());
+    }
+    b.new_socket("rt", "ROUTER", &router_opts);
+    let n = b.rng.range(1, 3);
+    let dealers: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
+    for d in &dealers {
+        let mut opts = vec![format!("routing_id={}", hex(d))];
+        if b.rng.chance(30) {
+            opts.push("probe_router=1".into());
+        }
+        b.new_socket(d, "DEALER", &opts);
+    }
+    b.star("rt", &dealers);
+    for i in 0..b.rng.range(1, 10) {
+        if b.rng.chance(20) {
+            b.cmd(format!("send rt {} {}", hex("nobody"), hex(&format!("lost-{i}"))));
+        } else if b.rng.chance(50) {
+            let d = b.rng.pick(&dealers).clone();
+            let body = b.body("rt", i);
+            b.cmd(format!("send rt {} {body}", hex(&d)));
+        } else {
+            let d = b.rng.pick(&dealers).clone();
+            let body = b.body(&d, i);
+            b.cmd(format!("send {d} {body}"));
+        }
+    }
+    b.drain("rt", dealers.len() > 1);
+    for d in &dealers {
+        b.drain(d, false);
+    }
+}
+
+/// PUB or XPUB to 1–3 SUB or XSUB subscribers: subscriptions (fenced), messages on several
+/// topics, unsubscriptions (fenced), more messages; an XPUB's subscription notices (verbose or
+/// not) are part of the outcome.
+fn pubsub(b: &mut Builder) {
+    let xpub = b.rng.chance(40);
+    let verbose = xpub && b.rng.chance(50);
+    let opts = if verbose { vec!["xpub_verbose=1".to_owned()] } else { vec![] };
+    b.new_socket("pub", if xpub { "XPUB" } else { "PUB" }, &opts);
+    let n = b.rng.range(1, 3);
+    let subs: Vec<(String, bool)> = (0..n).map(|i| (format!("sub{i}"), b.rng.chance(25))).collect();
+    for (s, xsub) in &subs {
+        b.new_socket(s, if *xsub { "XSUB" } else { "SUB" }, &[]);
+    }
+    let topics = ["", "a", "ab", "b"];
+    let subscribe = |b: &mut Builder, s: &str, xsub: bool, on: bool, t: &str| {
+        let t = hex(t);
+        match (xsub, on) {
+            (false, true) => b.cmd(format!("sub {s} {t}")),
+            (false, false) => b.cmd(format!("unsub {s} {t}")),
+            // XSUB: the subscription is a message, 0x01 (or 0x00) then the topic.
+            (true, on) => b.cmd(format!("send {s} {}{}", if on { "01" } else { "00" }, if t == "-" { "" } else { &t })),
+        }
+    };
+    let mut held: Vec<Vec<&str>> = vec![Vec::new(); n];
+    for (i, (s, xsub)) in subs.iter().enumerate() {
+        if b.rng.chance(40) {
+            let t = *b.rng.pick(&topics);
+            subscribe(b, s, *xsub, true, t);
+            held[i].push(t);
+        }
+    }
+    let names: Vec<String> = subs.iter().map(|(s, _)| s.clone()).collect();
+    b.star("pub", &names);
+    for (i, (s, xsub)) in subs.iter().enumerate() {
+        for _ in 0..b.rng.range(0, 2) {
+            let t = *b.rng.pick(&topics);
+            subscribe(b, s, *xsub, true, t);
+            held[i].push(t);
+        }
+        b.steps.push(Step::Fence { publisher: "pub".into(), sub: s.clone(), xsub: *xsub });
+    }
+    let publish = |b: &mut Builder, round: usize| {
+        for i in 0..b.rng.range(1, 6) {
+            let topic = *b.rng.pick(&["a1", "ab2", "b3", "c4"]);
+            b.cmd(format!("send pub {} {}", hex(&format!("{topic}-{round}-{i}")), hex("data")));
+        }
+    };
+    publish(b, 0);
+    for (s, _) in &subs {
+        b.drain(s, false);
+    }
+    if xpub {
+        b.drain("pub", true);
+    }
+    for (i, (s, xsub)) in subs.iter().enumerate() {
+        if !held[i].is_empty() && b.rng.chance(60) {
+            let t = *b.rng.pick(&held[i]);
+            subscribe(b, s, *xsub, false, t);
+            b.steps.push(Step::Fence { publisher: "pub".into(), sub: s.clone(), xsub: *xsub });
+        }
+    }
+    publish(b, 1);
+    for (s, _) in &subs {
+        b.drain(s, false);
+    }
+    if xpub {
+        b.drain("pub", true);
+    }
+}
+
+/// Messages sent before the peer exists: a connecter's pipe holds SNDHWM of them (EAGAIN after;
+/// EAGAIN at once with IMMEDIATE; only the newest with CONFLATE), a binder with no peer holds
+/// none; then the peer binds and gets what was held.
+fn queue_before_connect(b: &mut Builder) {
+    let kind = *b.rng.pick(&["PUSH", "DEALER"]);
+    let hwm = *b.rng.pick(&[1, 2, 3, 5, 10]);
+    let mut opts = vec![format!("sndhwm={hwm}")];
+    let variant = b.rng.range(0, 3);
+    match variant {
+        1 => opts.push("immediate=1".into()),
+        2 if kind == "PUSH" => opts.push("conflate=1".into()),
+        _ => {}
+    }
+    b.new_socket("snd", kind, &opts);
+    b.new_socket("rcv", if kind == "PUSH" { "PULL" } else { "DEALER" }, &[]);
+    if b.rng.chance(20) {
+        // A binder with no peer: nothing to queue on.
+        b.endpoints += 1;
+        let ep = format!("@b{}", b.endpoints);
+        b.cmd(format!("bind snd {ep}"));
+        b.cmd(format!("send snd {}", hex("nobody")));
+        b.cmd(format!("connect rcv {ep}"));
+        b.settle_new_link("rcv", "snd");
+    } else {
+        b.endpoints += 1;
+        let ep = format!("@p{}", b.endpoints);
+        b.cmd(format!("connect snd {ep}"));
+        for i in 0..hwm + 2 {
+            b.cmd(format!("send snd {}", hex(&format!("q-{i}"))));
+        }
+        b.cmd(format!("bind rcv {ep}"));
+        b.settle_new_link("rcv", "snd");
+    }
+    b.cmd(format!("send snd {}", hex("after")));
+    b.drain("rcv", false);
+}
