@@ -121,6 +121,11 @@ def run(words):
         elif op == "unsub":
             sock.setsockopt(zmq.UNSUBSCRIBE, frame(words[2]))
         elif op == "send":
+            # A non-blocking libzmq send skips the socket's pending commands (a peer attached,
+            # room made in a pipe) if it processed them under ~1 ms ago, and may say EAGAIN where
+            # a moment later it would not; ZMQ_EVENTS processes them first, so the outcome is
+            # libzmq's semantics rather than that throttle's timing.
+            sock.getsockopt(zmq.EVENTS)
             sock.send_multipart([frame(t) for t in words[2:]], zmq.NOBLOCK)
         elif op == "recv":
             return "msg " + hexes(sock.recv_multipart(zmq.NOBLOCK))

@@ -210,19 +210,3 @@ impl Zmtp {
         }
     }
 }
-
-/// Either executor.
-pub enum Executor {
-    Libzmq(Libzmq),
-    Zmtp(Zmtp),
-}
-
-impl Executor {
-    pub async fn ask(&mut self, line: &str) -> String {
-        match self {
-            Executor::Libzmq(l) => l.ask(line).await,
-            Executor::Zmtp(z) => z.ask(line).await,
-        }
-    }
-}
-
