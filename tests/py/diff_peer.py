@@ -17,6 +17,7 @@ Commands (S is a socket name chosen by the harness):
   recv S                       non-blocking -> "msg F [F ...]" | "err KIND"
   recvwait S MS                waits up to MS ms -> "msg ..." | "err EAGAIN"
   handshakes S N MS            waits until S has seen N successful handshakes -> "ok" | "err TIMEOUT"
+  disconnects S N MS           waits until S has seen N connections end -> "ok" | "err TIMEOUT"
   close S                      -> "ok"
   reset                        closes every socket -> "ok"
 
@@ -45,7 +46,8 @@ BOOL_OPTIONS = {
 }
 
 ctx = zmq.Context()
-sockets = {}  # name -> (socket, monitor socket, handshakes seen)
+sockets = {}  # name -> (socket, monitor socket, {event: times seen})
+COUNTED = {"handshakes": zmq.EVENT_HANDSHAKE_SUCCEEDED, "disconnects": zmq.EVENT_DISCONNECTED}
 
 
 def frame(token):
@@ -63,19 +65,17 @@ def kind(e):
     return ZMQ_ERRNOS.get(e.errno) or errno.errorcode.get(e.errno, str(e.errno))
 
 
-def count_handshakes(name, wait_ms):
-    sock, mon, seen = sockets[name]
+def count(name, event, wait_ms):
+    _, mon, seen = sockets[name]
     if mon.poll(wait_ms):
         while True:
             try:
                 parts = mon.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
-            event = int.from_bytes(parts[0][:2], "little")
-            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                seen += 1
-    sockets[name] = (sock, mon, seen)
-    return seen
+            got = int.from_bytes(parts[0][:2], "little")
+            seen[got] = seen.get(got, 0) + 1
+    return seen.get(event, 0)
 
 
 def run(words):
@@ -102,8 +102,8 @@ def run(words):
                 sock.setsockopt(zmq.ROUTING_ID, frame(value))
             else:
                 raise ValueError("unknown option " + key)
-        mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
-        sockets[name] = (sock, mon, 0)
+        mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        sockets[name] = (sock, mon, {})
         return "ok"
     sock = sockets[name][0]
     try:
@@ -137,17 +137,17 @@ def run(words):
                 return "msg " + hexes(sock.recv_multipart())
             finally:
                 sock.setsockopt(zmq.RCVTIMEO, -1)
-        elif op == "handshakes":
-            want, limit = int(words[2]), int(words[3])
+        elif op in COUNTED:
+            event, want, limit = COUNTED[op], int(words[2]), int(words[3])
             waited = 0
-            while count_handshakes(name, 0) < want:
+            while count(name, event, 0) < want:
                 if waited >= limit:
                     return "err TIMEOUT"
-                count_handshakes(name, 10)
+                count(name, event, 10)
                 waited += 10
-            # libzmq attaches a new peer's pipe to the socket when the socket next processes its
-            # commands (a send may skip that for up to ~1 ms); ZMQ_EVENTS processes them now, so
-            # the peer counts from here on, as it does in zmtp once the handshake is done.
+            # libzmq attaches a new peer's pipe to the socket (and drops a dead one) when the
+            # socket next processes its commands (a send may skip that for up to ~1 ms);
+            # ZMQ_EVENTS processes them now, as zmtp's socket sees them at once.
             sock.getsockopt(zmq.EVENTS)
         elif op == "close":
             _, mon, _ = sockets.pop(name)

@@ -848,11 +848,11 @@ async fn pair_exclusive(t: &'static str) {
     let second = sock(SocketType::Pair);
     connect(&second, &ep).await;
     send(&second, "intruder").await; // queued on second's own connect slot
-    let outcome = wait_event(&mut mon, "the second PAIR's handshake outcome", |e| {
-        matches!(e, MonitorEvent::HandshakeFailed { .. } | MonitorEvent::HandshakeSucceeded { .. })
-    })
-    .await;
-    if let MonitorEvent::HandshakeFailed { error, .. } = &outcome {
+    // As in libzmq, the ZMTP handshake succeeds; then the PAIR turns the peer away.
+    handshakes(&mut mon, 1).await;
+    let outcome =
+        wait_event(&mut mon, "the second PAIR's refusal", |e| matches!(e, MonitorEvent::Disconnected { .. })).await;
+    if let MonitorEvent::Disconnected { error, .. } = &outcome {
         assert!(matches!(&**error, ConnectionError::Refused(_)), "refusal reason: {error:?}");
     }
 

@@ -47,10 +47,11 @@ impl Libzmq {
     }
 }
 
-/// A zmtp socket and its count of successful handshakes.
+/// A zmtp socket and its counts of successful handshakes and ended connections.
 struct Ours {
     socket: Socket,
     handshakes: watch::Receiver<usize>,
+    disconnects: watch::Receiver<usize>,
 }
 
 /// zmtp, in this process.
@@ -149,15 +150,18 @@ impl Zmtp {
                     }
                 }
                 let mut monitor = socket.monitor();
-                let (tx, rx) = watch::channel(0usize);
+                let (handshake_tx, handshakes) = watch::channel(0usize);
+                let (disconnect_tx, disconnects) = watch::channel(0usize);
                 tokio::spawn(async move {
                     while let Some(event) = monitor.next().await {
-                        if matches!(event, MonitorEvent::HandshakeSucceeded { .. }) {
-                            tx.send_modify(|n| *n += 1);
+                        match event {
+                            MonitorEvent::HandshakeSucceeded { .. } => handshake_tx.send_modify(|n| *n += 1),
+                            MonitorEvent::Disconnected { .. } => disconnect_tx.send_modify(|n| *n += 1),
+                            _ => {}
                         }
                     }
                 });
-                self.sockets.insert(w[1].to_owned(), Ours { socket, handshakes: rx });
+                self.sockets.insert(w[1].to_owned(), Ours { socket, handshakes, disconnects });
                 return "ok".into();
             }
             _ => {}
@@ -198,9 +202,10 @@ impl Zmtp {
                     Err(_) => "err EAGAIN".into(),
                 }
             }
-            "handshakes" => {
+            "handshakes" | "disconnects" => {
                 let (want, ms): (usize, u64) = (w[2].parse().unwrap(), w[3].parse().unwrap());
-                let wait = ours.handshakes.wait_for(|n| *n >= want);
+                let counter = if w[0] == "handshakes" { &mut ours.handshakes } else { &mut ours.disconnects };
+                let wait = counter.wait_for(|n| *n >= want);
                 match tokio::time::timeout(Duration::from_millis(ms), wait).await {
                     Ok(_) => "ok".into(),
                     Err(_) => "err TIMEOUT".into(),

@@ -125,6 +125,10 @@ impl Lane {
                         trace.push(format!("settle {socket} {n} => {answer}"));
                     }
                 }
+                Step::Disconnected(socket, n) => {
+                    let answer = self.exec(&owner, &format!("disconnects {socket} {n} 10000")).await;
+                    trace.push(format!("disconnected {socket} {n} => {answer}"));
+                }
                 Step::Fence { publisher, sub, xsub, xpub } => {
                     fences += 1;
                     let topic = format!("ff{fences:02x}");

@@ -61,6 +61,8 @@ pub enum Step {
     Fence { publisher: String, sub: String, xsub: bool, xpub: bool },
     /// Wait until each socket has seen the given number of successful handshakes in all.
     Settle(Vec<(String, usize)>),
+    /// Wait until the socket has seen the given number of connections end in all.
+    Disconnected(String, usize),
 }
 
 /// A scenario: its family (for reports and the divergence table) and its steps.
@@ -82,6 +84,7 @@ impl std::fmt::Display for Scenario {
                 }
                 Step::Fence { publisher, sub, .. } => writeln!(f, "  fence {publisher} -> {sub}")?,
                 Step::Settle(counts) => writeln!(f, "  settle {counts:?}")?,
+                Step::Disconnected(socket, n) => writeln!(f, "  disconnected {socket} {n}")?,
             }
         }
         Ok(())
@@ -137,19 +140,43 @@ impl Builder {
         self.steps.push(Step::Settle(counts));
     }
 
-    /// Links `hub` with every leaf, one at a time; the hub binds once, or each leaf binds.
-    fn star(&mut self, hub: &str, leaves: &[String]) {
-        if self.rng.chance(50) {
-            let ep = self.bind(hub);
-            for leaf in leaves {
-                self.connect(leaf, hub, &ep);
+    /// Links `hub` with every leaf, one at a time: the hub binds once, or each leaf binds, or
+    /// the hub connects to every leaf's (tcp) endpoint before the leaves bind.
+    fn star(&mut self, hub: &str, leaves: &[String]) -> Vec<String> {
+        match self.rng.range(0, 3) {
+            0 => {
+                let ep = self.bind(hub);
+                for leaf in leaves {
+                    self.connect(leaf, hub, &ep);
+                }
+                vec![ep; leaves.len()]
             }
-        } else {
-            for leaf in leaves {
-                let ep = self.bind(leaf);
-                self.connect(hub, leaf, &ep);
+            1 => {
+                let eps: Vec<String> = leaves.iter().map(|_| self.port()).collect();
+                for ep in &eps {
+                    self.cmd(format!("connect {hub} {ep}"));
+                }
+                for (leaf, ep) in leaves.iter().zip(&eps) {
+                    self.cmd(format!("bind {leaf} {ep}"));
+                    self.settle_new_link(hub, leaf);
+                }
+                eps
             }
+            _ => leaves
+                .iter()
+                .map(|leaf| {
+                    let ep = self.bind(leaf);
+                    self.connect(hub, leaf, &ep);
+                    ep
+                })
+                .collect(),
         }
+    }
+
+    /// A tcp endpoint on a port chosen before the scenario runs (bound later).
+    fn port(&mut self) -> String {
+        self.endpoints += 1;
+        format!("@p{}", self.endpoints)
     }
 
     fn drain(&mut self, socket: &str, sorted: bool) {
@@ -184,6 +211,9 @@ const FAMILIES: &[Family] = &[
     ("router", router),
     ("pubsub", pubsub),
     ("queue-before-connect", queue_before_connect),
+    ("disconnect", disconnect),
+    ("reconnect", reconnect),
+    ("handover", handover),
 ];
 
 /// The scenario for `seed`.
@@ -444,4 +474,107 @@ fn queue_before_connect(b: &mut Builder) {
     b.drain("rcv", false);
     b.cmd(format!("send snd {}", hex("after")));
     b.drain("rcv", false);
+}
+
+/// A PUSH or DEALER connected to 2–3 peers disconnects from all but one, or all: its round-robin
+/// skips them at once, and with none left a send is EAGAIN.
+fn disconnect(b: &mut Builder) {
+    let kind = *b.rng.pick(&["PUSH", "DEALER"]);
+    b.new_socket("hub", kind, &[]);
+    let n = b.rng.range(2, 3);
+    let leaves: Vec<String> = (0..n).map(|i| format!("leaf{i}")).collect();
+    for l in &leaves {
+        b.new_socket(l, if kind == "PUSH" { "PULL" } else { "DEALER" }, &[]);
+    }
+    let mut eps = Vec::new();
+    for l in &leaves {
+        let ep = b.bind(l);
+        b.connect("hub", l, &ep);
+        eps.push(ep);
+    }
+    let mut sent = 0;
+    let mut burst = |b: &mut Builder| {
+        for _ in 0..b.rng.range(1, 6) {
+            let body = b.body("hub", sent);
+            b.cmd(format!("send hub {body}"));
+            sent += 1;
+        }
+    };
+    burst(b);
+    for l in &leaves {
+        b.drain(l, false);
+    }
+    // One leaf left, or none: with two or more left, which of them libzmq's round-robin picks
+    // next is an artefact of its pipe array (a removed pipe swaps places with the last active
+    // one), not an order it promises, so it is not compared.
+    let gone = b.rng.range(n - 1, n);
+    for (l, ep) in leaves.iter().zip(&eps).take(gone) {
+        // No fence on the leaf: libzmq's connecter may keep the TCP connection open for a while
+        // after zmq_disconnect (its session lingers), so the leaf's DISCONNECTED is not an event
+        // to wait for. The hub's own round-robin skips the pipe at once, which the burst shows.
+        let _ = l;
+        b.cmd(format!("disconnect hub {ep}"));
+    }
+    if b.rng.chance(30) {
+        b.cmd(format!("disconnect hub {}", eps[0])); // again: ENOENT
+    }
+    burst(b);
+    for l in &leaves {
+        b.drain(l, false);
+    }
+}
+
+/// A connecter whose peer goes away keeps its messages queued while it reconnects, and delivers
+/// them to the peer that binds the same endpoint next.
+fn reconnect(b: &mut Builder) {
+    let kind = *b.rng.pick(&["PUSH", "DEALER", "PAIR"]);
+    let peer = match kind {
+        "PUSH" => "PULL",
+        "DEALER" => "DEALER",
+        _ => "PAIR",
+    };
+    b.new_socket("c", kind, &[]);
+    b.new_socket("r1", peer, &[]);
+    let ep = b.port();
+    b.cmd(format!("connect c {ep}"));
+    b.cmd(format!("bind r1 {ep}"));
+    b.settle_new_link("c", "r1");
+    for i in 0..b.rng.range(1, 3) {
+        let body = b.body("c", i);
+        b.cmd(format!("send c {body}"));
+    }
+    b.drain("r1", false);
+    b.cmd("close r1");
+    b.steps.push(Step::Disconnected("c".into(), 1));
+    for i in 10..10 + b.rng.range(0, 3) {
+        let body = b.body("c", i);
+        b.cmd(format!("send c {body}"));
+    }
+    b.new_socket("r2", peer, &[]);
+    b.cmd(format!("bind r2 {ep}"));
+    b.settle_new_link("c", "r2");
+    b.drain("r2", false);
+    b.cmd(format!("send c {}", hex("last")));
+    b.drain("r2", false);
+}
+
+/// Two DEALERs with the same routing id connect to a ROUTER, one after the other: with
+/// ROUTER_HANDOVER the newcomer takes the id over, without it the first keeps it.
+fn handover(b: &mut Builder) {
+    let on = b.rng.chance(50);
+    let opts = if on { vec!["router_handover=1".to_owned()] } else { vec![] };
+    b.new_socket("rt", "ROUTER", &opts);
+    let id = format!("routing_id={}", hex("same"));
+    b.new_socket("d1", "DEALER", std::slice::from_ref(&id));
+    b.new_socket("d2", "DEALER", &[id]);
+    let ep = b.bind("rt");
+    b.connect("d1", "rt", &ep);
+    b.cmd(format!("send d1 {}", hex("from-d1")));
+    b.drain("rt", false);
+    b.cmd(format!("send rt {} {}", hex("same"), hex("to-same-1")));
+    b.drain("d1", false);
+    b.connect("d2", "rt", &ep);
+    b.cmd(format!("send rt {} {}", hex("same"), hex("to-same-2")));
+    b.drain("d1", false);
+    b.drain("d2", false);
 }

@@ -128,16 +128,21 @@ async fn drive<C: Conn>(
     let (attached, inlet) = {
         let peer_info = peer_info;
         tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?peer_info.socket_type, minor, "handshake complete");
-        let attached = core.attach(slot, &peer_info, minor, kill.clone())?;
+        // The ZMTP handshake has succeeded, whatever the socket then makes of the peer: as in libzmq,
+        // a peer the socket's own policy turns away (a second PAIR peer, a duplicate ROUTER id
+        // without ROUTER_HANDOVER) shows as HandshakeSucceeded, then Disconnected with the reason.
+        // Emitted after the attach, so a peer is routable by the time its handshake is reported.
+        let attached = core.attach(slot, &peer_info, minor, kill.clone());
+        *handshaken = true;
+        core.monitors.emit(|| MonitorEvent::HandshakeSucceeded {
+            endpoint: info.endpoint.to_owned(),
+            peer: info.peer_addr.to_owned(),
+        });
+        let attached = attached?;
         core.inbox.set_properties(attached.peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));
         let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer };
         (attached, inlet)
     };
-    *handshaken = true;
-    core.monitors.emit(|| MonitorEvent::HandshakeSucceeded {
-        endpoint: info.endpoint.to_owned(),
-        peer: info.peer_addr.to_owned(),
-    });
     let result = match rendezvous {
         Some(rendezvous) => tokio::select! {
             r = direct::run(rd, &attached.out, inlet, rendezvous) => r,
