@@ -37,6 +37,9 @@ struct State {
     writer_waiting: bool,
     /// The socket is closing: flush what is queued, then stop.
     closing: bool,
+    /// A PONG waits in `queue`: a peer that PINGs faster than it reads gets one PONG per round of
+    /// the writer, not one per PING (libzmq too keeps a single pending PONG).
+    pong_queued: bool,
 }
 
 /// A bounded outbound queue.
@@ -96,9 +99,16 @@ impl OutPipe {
         Ok(())
     }
 
-    /// Queues a command; never refused.
+    /// Queues a command; never refused (a PONG while another one waits is dropped: the peer hears
+    /// one, and this queue cannot grow with PINGs).
     pub fn push_command(&self, item: Outbound) {
         let mut s = self.lock();
+        if matches!(item, Outbound::Pong(_)) {
+            if s.pong_queued {
+                return;
+            }
+            s.pong_queued = true;
+        }
         s.queue.push_back(item);
         self.wake_writer(s);
     }
@@ -120,6 +130,7 @@ impl OutPipe {
         let mut s = self.lock();
         let was_full = self.full(&s);
         std::mem::swap(&mut s.queue, out);
+        s.pong_queued = false;
         s.messages = 0;
         s.in_flight += std::mem::take(&mut s.bytes);
         let more = !out.is_empty() || !s.closing;
@@ -172,6 +183,7 @@ impl OutPipe {
         } else {
             s.queue.retain(|item| matches!(item, Outbound::Message(_)));
         }
+        s.pong_queued = false;
     }
 
     /// Tells the writer to flush what is queued and stop.
@@ -238,6 +250,22 @@ mod tests {
         p.written(500);
         p.try_push(msg(990)).unwrap();
         assert!(p.try_push(msg(1)).is_err(), "10 + 990 queued, nothing in flight: at the limit");
+    }
+
+    #[test]
+    fn pings_faster_than_the_writer_leave_one_pong_queued() {
+        let p = pipe(0, 0);
+        for i in 0..10_000u32 {
+            p.push_command(Outbound::Pong(Bytes::from(i.to_be_bytes().to_vec())));
+        }
+        let mut taken = VecDeque::new();
+        p.drain(&mut taken);
+        assert_eq!(taken.len(), 1, "one PONG however many PINGs");
+        // After the writer took it, the next PING is answered again.
+        p.push_command(Outbound::Pong(Bytes::new()));
+        let mut more = VecDeque::new();
+        p.drain(&mut more);
+        assert_eq!(more.len(), 1);
     }
 
     #[test]

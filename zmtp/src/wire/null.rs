@@ -74,6 +74,9 @@ pub enum HandshakeError {
     Curve(#[from] CurveError),
 }
 
+/// The longest `Identity` (routing id) ZMTP allows.
+pub const MAX_IDENTITY: usize = 255;
+
 impl PeerInfo {
     /// Reads the peer's READY metadata and checks the socket type against ours.
     pub fn from_ready(ours: SocketType, metadata: Metadata) -> Result<PeerInfo, HandshakeError> {
@@ -90,6 +93,12 @@ impl PeerInfo {
             }
         };
         let identity = metadata.get("Identity").cloned().unwrap_or_default();
+        // ZMTP (RFC 23/37) caps the Identity at 255 bytes, as libzmq caps ZMQ_ROUTING_ID. Enforced
+        // on what a peer announces too: a ROUTER hashes and compares the id on every message it
+        // routes, so a megabyte id would make each 3-byte heartbeat cost a megabyte of work.
+        if identity.len() > MAX_IDENTITY {
+            return Err(HandshakeError::Malformed("Identity longer than 255 bytes"));
+        }
         Ok(PeerInfo { socket_type, identity, metadata, user_id: None, zap_metadata: Metadata::new() })
     }
 }
@@ -176,6 +185,19 @@ mod tests {
             Step::Done { peer, .. } => peer,
             other => panic!("not done: {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_identity_over_255_bytes_is_refused() {
+        let announce = |len: usize| {
+            let mut md = Metadata::new();
+            md.insert("Socket-Type", "DEALER");
+            md.insert("Identity", vec![b'x'; len]);
+            PeerInfo::from_ready(SocketType::Router, md)
+        };
+        assert_eq!(announce(MAX_IDENTITY).unwrap().identity.len(), 255);
+        assert!(matches!(announce(MAX_IDENTITY + 1), Err(HandshakeError::Malformed(_))));
+        assert!(matches!(announce(1 << 24), Err(HandshakeError::Malformed(_))));
     }
 
     #[test]
