@@ -21,6 +21,7 @@ over_transports!(
     a_sender_holds_at_most_the_byte_hwm_for_a_peer_that_stops_reading,
     a_publisher_drops_beyond_the_byte_hwm,
     subscriptions_over_the_per_peer_limits_close_the_connection,
+    xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read,
 );
 
 /// Frames per message are checked by the ZMTP reader; inproc passes whole messages between sockets
@@ -236,4 +237,52 @@ async fn a_libzmq_sender_of_many_frames_meets_the_documented_limit() {
         }
     })
     .await;
+}
+
+/// A subscriber that subscribes and cancels one topic again and again stays within every
+/// subscription limit, but each change is a notice for an XPUB's application. Notices are never
+/// dropped, so the XPUB stops reading that peer at RCVHWM until its application reads: nothing is
+/// lost, and what waits in the XPUB stays at RCVHWM instead of growing with the peer's commands.
+async fn xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read(transport: &'static str) {
+    const HWM: usize = 10;
+    const CHANGES: usize = 2000;
+    let xpub = Socket::new(SocketType::XPub);
+    xpub.set_rcvhwm(HWM);
+    let ep = xpub.bind(&endpoint(transport, "xpub-notices")).await.unwrap();
+    let xsub = Socket::new(SocketType::XSub);
+    xsub.connect(&ep).await.unwrap();
+    let change =
+        |i: usize| Message::single(bytes::Bytes::from_static(if i % 2 == 0 { b"\x01churn" } else { b"\x00churn" }));
+    // The first change, once connected (before that, XSUB sends only its set on connecting).
+    xsub.send(change(0)).await.unwrap();
+    let first = tokio::time::timeout(WAIT, xpub.recv()).await.expect("a notice").unwrap();
+    assert_eq!(&first[0][..], b"\x01churn");
+    let sender = tokio::spawn({
+        let xsub = xsub.clone();
+        async move {
+            for i in 1..CHANGES {
+                xsub.send(change(i)).await.unwrap();
+            }
+        }
+    });
+    // Give the peer time to push everything it can (a settling pause, not an assertion on time:
+    // the bound below holds however long this takes).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut queued = 0;
+    while xpub.try_recv().is_ok() {
+        queued += 1;
+    }
+    assert!(queued <= HWM, "{transport}: {queued} notices queued for an application that did not read (RCVHWM {HWM})");
+    // Reading resumes the peer: every change arrives, in order.
+    let mut seen = 1 + queued;
+    while seen < CHANGES {
+        let notice = tokio::time::timeout(WAIT, xpub.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{transport}: notice {seen} never arrived"))
+            .unwrap();
+        let want: &[u8] = if seen % 2 == 0 { b"\x01churn" } else { b"\x00churn" };
+        assert_eq!(&notice[0][..], want, "{transport}: notice {seen}");
+        seen += 1;
+    }
+    sender.await.unwrap();
 }

@@ -56,6 +56,9 @@ impl Inlet {
             // XPUB delivers notices and data in arrival order: data received so far goes first.
             self.flush(batch).await;
             self.core.peer_subscription(self.peer, topic, subscribe)?;
+            if self.core.socket_type == SocketType::XPub {
+                self.core.wait_below_hwm(self.peer).await;
+            }
         }
         Ok(())
     }

@@ -406,6 +406,15 @@ impl Core {
         }
     }
 
+    /// Parks while the peer's inbound queue is at or over RCVHWM: an XPUB's notices are queued
+    /// past it (a notice is never dropped), so the reader stops taking commands from that peer
+    /// until the application reads, as it does for messages.
+    pub async fn wait_below_hwm(&self, peer: PeerId) {
+        while let Some(wake) = self.inbox.over_hwm(peer) {
+            Box::pin(wake.notified()).await;
+        }
+    }
+
     /// A subscription change from a subscriber (PUB/XPUB side). XPUB tells its application about the
     /// first subscriber of a prefix and the last one leaving (every change with VERBOSE/VERBOSER).
     ///

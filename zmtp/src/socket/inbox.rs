@@ -167,7 +167,20 @@ impl Inbox {
         }
     }
 
-    /// Queues a message that must not be refused by the HWM (XPUB subscription notices).
+    /// `Some(wake)` while the peer's queue is at or over its HWM (after notices queued past it):
+    /// the caller, its reader, parks on `wake` until the application has taken half.
+    pub fn over_hwm(&self, peer: PeerId) -> Option<Arc<Notify>> {
+        let mut s = self.lock();
+        let q = s.queues.get_mut(&peer)?;
+        if q.hwm == 0 || q.messages.len() < q.hwm {
+            return None;
+        }
+        q.reader_waiting = true;
+        Some(q.reader_wake.clone())
+    }
+
+    /// Queues a message that must not be refused by the HWM (XPUB subscription notices); the reader
+    /// then waits in [`over_hwm`](Self::over_hwm) before it takes more from that peer.
     pub fn push_unbounded(&self, peer: PeerId, msg: Message) {
         let mut s = self.lock();
         let s = &mut *s;
