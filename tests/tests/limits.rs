@@ -251,8 +251,9 @@ async fn xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read(transpo
     let ep = xpub.bind(&endpoint(transport, "xpub-notices")).await.unwrap();
     let xsub = Socket::new(SocketType::XSub);
     xsub.connect(&ep).await.unwrap();
-    let change =
-        |i: usize| Message::single(bytes::Bytes::from_static(if i % 2 == 0 { b"\x01churn" } else { b"\x00churn" }));
+    let change = |i: usize| {
+        Message::single(bytes::Bytes::from_static(if i.is_multiple_of(2) { b"\x01churn" } else { b"\x00churn" }))
+    };
     // The first change, once connected (before that, XSUB sends only its set on connecting).
     xsub.send(change(0)).await.unwrap();
     let first = tokio::time::timeout(WAIT, xpub.recv()).await.expect("a notice").unwrap();
@@ -280,7 +281,7 @@ async fn xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read(transpo
             .await
             .unwrap_or_else(|_| panic!("{transport}: notice {seen} never arrived"))
             .unwrap();
-        let want: &[u8] = if seen % 2 == 0 { b"\x01churn" } else { b"\x00churn" };
+        let want: &[u8] = if seen.is_multiple_of(2) { b"\x01churn" } else { b"\x00churn" };
         assert_eq!(&notice[0][..], want, "{transport}: notice {seen}");
         seen += 1;
     }
