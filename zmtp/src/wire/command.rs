@@ -51,25 +51,32 @@ pub enum CommandError {
     Metadata(#[from] MetadataError),
 }
 
+/// Splits a command body into (name, data): the one place the name is cut out, for the commands
+/// below and for the mechanisms' own (HELLO, WELCOME, INITIATE…).
+pub(crate) fn split_name(body: &Bytes) -> Result<(Bytes, Bytes), CommandError> {
+    let name_len = *body.first().ok_or(CommandError::Malformed(0))? as usize;
+    if name_len == 0 || body.len() < 1 + name_len {
+        return Err(CommandError::Malformed(body.len()));
+    }
+    Ok((body.slice(1..1 + name_len), body.slice(1 + name_len..)))
+}
+
+/// The reason an ERROR command's data carries: `reason_len reason` (libzmq); liberal about a length
+/// that disagrees with the data.
+pub(crate) fn error_reason(data: &Bytes) -> Bytes {
+    match data.first() {
+        Some(&len) => data.slice(1..(1 + len as usize).min(data.len())),
+        None => Bytes::new(),
+    }
+}
+
 impl Command {
     /// Parses a command frame body.
     pub fn parse(body: Bytes) -> Result<Command, CommandError> {
-        let name_len = *body.first().ok_or(CommandError::Malformed(0))? as usize;
-        if name_len == 0 || body.len() < 1 + name_len {
-            return Err(CommandError::Malformed(body.len()));
-        }
-        let name = body.slice(1..1 + name_len);
-        let data = body.slice(1 + name_len..);
+        let (name, data) = split_name(&body)?;
         Ok(match &name[..] {
             b"READY" => Command::Ready(Metadata::parse(&data)?),
-            b"ERROR" => {
-                // libzmq writes `reason_len reason`; be liberal about a length that disagrees.
-                let reason = match data.first() {
-                    Some(&len) => data.slice(1..(1 + len as usize).min(data.len())),
-                    None => Bytes::new(),
-                };
-                Command::Error(reason)
-            }
+            b"ERROR" => Command::Error(error_reason(&data)),
             b"SUBSCRIBE" => Command::Subscribe(data),
             b"CANCEL" => Command::Cancel(data),
             b"PING" => {

@@ -1,287 +1,32 @@
-//! The CURVE mechanism (RFC 25, CurveZMQ RFC 26): the handshake for both roles and the MESSAGE cipher.
+//! The CURVE mechanism's handshakes (RFC 25, CurveZMQ RFC 26), for both roles. The keys, boxes and
+//! MESSAGE cipher they use are in `curve_crypto.rs`.
 //!
-//! Long-term keys C/c (client) and S/s (server); per-connection transient keys C'/c' and S'/s'. Every box is
-//! NaCl `crypto_box` (X25519 + XSalsa20-Poly1305, tag first), the cookie a `crypto_secretbox` under a key
-//! that lives only as long as the connection. Secrets are compared in constant time and zeroized on drop.
+//! Long-term keys C/c (client) and S/s (server); per-connection transient keys C'/c' and S'/s'. The
+//! cookie is a `crypto_secretbox` under a key that lives only as long as the connection. Secrets are
+//! compared in constant time and zeroized on drop.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use crypto_box::aead::generic_array::GenericArray;
-use crypto_box::aead::{Aead, AeadInPlace, KeyInit, OsRng};
-use crypto_box::{PublicKey, SalsaBox, SecretKey};
+use crypto_box::aead::{Aead, KeyInit};
+use crypto_box::{PublicKey, SalsaBox};
 use crypto_secretbox::XSalsa20Poly1305;
-use rand::RngCore;
 use subtle::ConstantTimeEq;
 
-use super::frame::{FLAG_COMMAND, FLAG_MORE, Frame, encode_header};
+use super::command::split_name;
+use super::curve_crypto::{nonce, open, public_key, random, seal};
 use super::greeting::Mechanism;
-use super::mechanism::{HandshakeConfig, Step, authenticated, refuse};
+use super::handshake::{HandshakeConfig, HandshakeError, PeerInfo, Step, authenticated, peer_error, refuse};
 use super::metadata::Metadata;
-use super::null::{HandshakeError, PeerInfo};
-use super::plain::split_command;
 use super::zap::ZapReply;
 
-/// Length of a CURVE key.
-pub const KEY_LEN: usize = 32;
-const TAG: usize = 16;
+pub use super::curve_crypto::{CurveCipher, CurveDecoder, CurveEncoder, CurveError, KEY_LEN, KeyPair, decode_key};
+
 const HELLO_LEN: usize = 200;
 const WELCOME_LEN: usize = 168;
 const INITIATE_MIN: usize = 257;
 const READY_MIN: usize = 30;
-const MESSAGE_MIN: usize = 33;
-
-/// Why a CURVE handshake or MESSAGE was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CurveError {
-    /// A command of the wrong size.
-    #[error("CURVE {command} of {len} bytes (expected {expected})")]
-    BadLength {
-        /// Which command.
-        command: &'static str,
-        /// Its length.
-        len: usize,
-        /// What was expected.
-        expected: &'static str,
-    },
-    /// HELLO with a version other than 1.0.
-    #[error("CURVE version {0}.{1} is not supported")]
-    BadVersion(u8, u8),
-    /// A box that does not open: wrong keys or tampering.
-    #[error("CURVE {0} box does not decrypt (wrong key or tampered)")]
-    Decrypt(&'static str),
-    /// INITIATE's cookie is not the one we issued on this connection.
-    #[error("CURVE cookie does not match this connection")]
-    BadCookie,
-    /// The vouch names another transient key or another server.
-    #[error("CURVE vouch does not match the client's transient key and our public key")]
-    VouchMismatch,
-    /// A MESSAGE nonce that does not increase (replay or reordering).
-    #[error("CURVE MESSAGE nonce {got} is not above the last one ({last})")]
-    NonceReplay {
-        /// The nonce received.
-        got: u64,
-        /// The last accepted nonce.
-        last: u64,
-    },
-    /// A data frame that is not a MESSAGE command.
-    #[error("expected a CURVE MESSAGE")]
-    NotMessage,
-    /// 2^64 messages sent on one connection.
-    #[error("CURVE nonce counter exhausted")]
-    NonceExhausted,
-}
-
-fn nonce(prefix: &[u8], tail: &[u8]) -> GenericArray<u8, crypto_box::aead::consts::U24> {
-    debug_assert_eq!(prefix.len() + tail.len(), 24);
-    let mut n = [0u8; 24];
-    n[..prefix.len()].copy_from_slice(prefix);
-    n[prefix.len()..].copy_from_slice(tail);
-    n.into()
-}
-
-fn seal(key: &SalsaBox, prefix: &[u8], tail: &[u8], plain: &[u8]) -> Vec<u8> {
-    key.encrypt(&nonce(prefix, tail), plain).expect("crypto_box encryption of a bounded buffer")
-}
-
-fn open(key: &SalsaBox, prefix: &[u8], tail: &[u8], cipher: &[u8], stage: &'static str) -> Result<Vec<u8>, CurveError> {
-    key.decrypt(&nonce(prefix, tail), cipher).map_err(|_| CurveError::Decrypt(stage))
-}
-
-fn random<const N: usize>() -> [u8; N] {
-    let mut b = [0u8; N];
-    OsRng.fill_bytes(&mut b);
-    b
-}
-
-fn public_key(bytes: &[u8]) -> PublicKey {
-    PublicKey::from(<[u8; KEY_LEN]>::try_from(bytes).expect("32-byte slice"))
-}
-
-/// A long-term CURVE key pair. The secret half is zeroized when dropped.
-///
-/// ```
-/// let pair = zmtp::wire::curve::KeyPair::generate();
-/// let text = pair.public_z85();
-/// assert_eq!(text.len(), 40);
-/// let again = zmtp::wire::curve::KeyPair::from_secret_z85(&pair.secret_z85()).unwrap();
-/// assert_eq!(again.public_z85(), text);
-/// ```
-#[derive(Clone)]
-pub struct KeyPair {
-    secret: SecretKey,
-    public: PublicKey,
-}
-
-impl std::fmt::Debug for KeyPair {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "KeyPair {{ public: {}, secret: <hidden> }}", self.public_z85())
-    }
-}
-
-impl KeyPair {
-    /// A fresh key pair from the OS random number generator.
-    pub fn generate() -> KeyPair {
-        Self::from_secret(SecretKey::generate(&mut OsRng))
-    }
-
-    fn from_secret(secret: SecretKey) -> KeyPair {
-        let public = secret.public_key();
-        KeyPair { secret, public }
-    }
-
-    /// The pair of a 32-byte secret key.
-    pub fn from_secret_bytes(secret: [u8; KEY_LEN]) -> KeyPair {
-        Self::from_secret(SecretKey::from(secret))
-    }
-
-    /// The pair of a Z85-encoded secret key (40 characters).
-    pub fn from_secret_z85(secret: &str) -> Result<KeyPair, super::z85::Z85Error> {
-        let bytes = decode_key(secret)?;
-        Ok(Self::from_secret_bytes(bytes))
-    }
-
-    /// The public key.
-    pub fn public(&self) -> [u8; KEY_LEN] {
-        *self.public.as_bytes()
-    }
-
-    /// The public key in Z85.
-    pub fn public_z85(&self) -> String {
-        super::z85::encode(self.public.as_bytes()).expect("32 bytes")
-    }
-
-    /// The secret key in Z85 (handle with care).
-    pub fn secret_z85(&self) -> String {
-        super::z85::encode(&self.secret.to_bytes()).expect("32 bytes")
-    }
-}
-
-/// Decodes a 40-character Z85 key.
-///
-/// ```
-/// use zmtp::security::decode_key;
-/// let short = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf"; // 39 characters
-/// assert_eq!(decode_key(short).unwrap_err().to_string(), "a CURVE key is 40 Z85 characters, this one has 39");
-/// ```
-pub fn decode_key(text: &str) -> Result<[u8; KEY_LEN], super::z85::Z85Error> {
-    let chars = text.chars().count();
-    if chars != KEY_LEN * 5 / 4 {
-        return Err(super::z85::Z85Error::KeyLength(chars));
-    }
-    let bytes = super::z85::decode(text)?;
-    bytes.try_into().map_err(|v: Vec<u8>| super::z85::Z85Error::KeyLength(v.len() * 5 / 4))
-}
-
-/// The established session: encrypts and decrypts MESSAGE commands with per-direction nonces.
-pub struct CurveCipher {
-    encoder: CurveEncoder,
-    decoder: CurveDecoder,
-}
-
-impl std::fmt::Debug for CurveCipher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CurveCipher")
-    }
-}
-
-impl CurveCipher {
-    /// The session between the peer's transient public key and our transient secret key.
-    fn new(peer: &PublicKey, ours: &SecretKey, client: bool, send_nonce: u64, last_recv: u64) -> CurveCipher {
-        let (send, recv): (&'static [u8; 16], &'static [u8; 16]) = if client {
-            (b"CurveZMQMESSAGEC", b"CurveZMQMESSAGES")
-        } else {
-            (b"CurveZMQMESSAGES", b"CurveZMQMESSAGEC")
-        };
-        CurveCipher {
-            encoder: CurveEncoder { session: SalsaBox::new(peer, ours), prefix: send, next: send_nonce },
-            decoder: CurveDecoder { session: SalsaBox::new(peer, ours), prefix: recv, last: last_recv },
-        }
-    }
-
-    /// The two directions, for a reader and a writer that run independently.
-    pub fn split(self) -> (CurveEncoder, CurveDecoder) {
-        (self.encoder, self.decoder)
-    }
-}
-
-/// The sending half of a CURVE session.
-pub struct CurveEncoder {
-    session: SalsaBox,
-    prefix: &'static [u8; 16],
-    next: u64,
-}
-
-impl CurveEncoder {
-    /// Appends one frame as an encrypted MESSAGE (a plain outer data frame, as libzmq expects).
-    pub fn encode_frame(
-        &mut self,
-        more: bool,
-        command: bool,
-        payload: &[u8],
-        out: &mut BytesMut,
-    ) -> Result<(), CurveError> {
-        let nonce_value = self.next;
-        self.next = self.next.checked_add(1).ok_or(CurveError::NonceExhausted)?;
-        let body_len = 8 + 8 + TAG + 1 + payload.len();
-        out.reserve(9 + body_len);
-        encode_header(0, body_len, out);
-        out.put_slice(b"\x07MESSAGE");
-        out.put_u64(nonce_value);
-        let tag_at = out.len();
-        out.put_bytes(0, TAG);
-        out.put_u8((more as u8) | ((command as u8) << 1));
-        out.put_slice(payload);
-        let tag = self
-            .session
-            .encrypt_in_place_detached(&nonce(self.prefix, &nonce_value.to_be_bytes()), b"", &mut out[tag_at + TAG..])
-            .expect("crypto_box encryption of a bounded buffer");
-        out[tag_at..tag_at + TAG].copy_from_slice(&tag);
-        Ok(())
-    }
-}
-
-/// The receiving half of a CURVE session.
-pub struct CurveDecoder {
-    session: SalsaBox,
-    prefix: &'static [u8; 16],
-    last: u64,
-}
-
-impl CurveDecoder {
-    /// Opens one MESSAGE frame body into the frame it carries.
-    pub fn decode_frame(&mut self, body: &[u8]) -> Result<Frame, CurveError> {
-        if !body.starts_with(b"\x07MESSAGE") {
-            return Err(CurveError::NotMessage);
-        }
-        if body.len() < MESSAGE_MIN {
-            return Err(CurveError::BadLength { command: "MESSAGE", len: body.len(), expected: ">= 33" });
-        }
-        let got = u64::from_be_bytes(body[8..16].try_into().expect("8 bytes"));
-        if got <= self.last {
-            return Err(CurveError::NonceReplay { got, last: self.last });
-        }
-        let tag = GenericArray::clone_from_slice(&body[16..16 + TAG]);
-        let mut plain = BytesMut::from(&body[16 + TAG..]);
-        self.session
-            .decrypt_in_place_detached(&nonce(self.prefix, &body[8..16]), b"", &mut plain, &tag)
-            .map_err(|_| CurveError::Decrypt("MESSAGE"))?;
-        self.last = got;
-        let inner = plain[0];
-        let payload = plain.split_off(1).freeze();
-        let flags = if inner & 1 != 0 { FLAG_MORE } else { 0 } | if inner & 2 != 0 { FLAG_COMMAND } else { 0 };
-        Ok(Frame { flags, body: payload })
-    }
-}
 
 fn check_len(command: &'static str, body: &[u8], ok: bool, expected: &'static str) -> Result<(), CurveError> {
     if ok { Ok(()) } else { Err(CurveError::BadLength { command, len: body.len(), expected }) }
-}
-
-fn peer_error(data: &Bytes) -> HandshakeError {
-    let reason = match data.first() {
-        Some(&len) => data.slice(1..(1 + len as usize).min(data.len())),
-        None => Bytes::new(),
-    };
-    HandshakeError::PeerError(reason)
 }
 
 enum ClientState {
@@ -342,7 +87,7 @@ impl CurveClient {
 
     /// WELCOME → INITIATE; READY → done.
     pub fn on_command(&mut self, body: Bytes) -> Result<Step, HandshakeError> {
-        let (name, data) = split_command(&body)?;
+        let (name, data) = split_name(&body)?;
         if &name[..] == b"ERROR" {
             return Err(peer_error(&data));
         }
@@ -427,7 +172,7 @@ impl CurveServer {
 
     /// HELLO → WELCOME; INITIATE → authenticate.
     pub fn on_command(&mut self, body: Bytes) -> Result<Step, HandshakeError> {
-        let (name, _) = split_command(&body)?;
+        let (name, _) = split_name(&body)?;
         match (&self.state, &name[..]) {
             (ServerState::AwaitHello, b"HELLO") => self.on_hello(&body),
             (ServerState::AwaitInitiate { .. }, b"INITIATE") => self.on_initiate(&body),

@@ -3,98 +3,13 @@
 
 use bytes::Bytes;
 
-use super::command::Command;
-use super::curve::{CurveCipher, CurveClient, CurveServer};
+use super::curve::{CurveClient, CurveServer};
 use super::greeting::Mechanism;
-use super::metadata::Metadata;
-use super::null::{HandshakeError, NullHandshake, PeerInfo, ready_metadata};
+use super::handshake::HandshakeError;
+pub use super::handshake::{HandshakeConfig, Step};
+use super::null::NullHandshake;
 use super::plain::{PlainClient, PlainServer};
-use super::socket_type::SocketType;
-use super::zap::{ZapReply, ZapRequest};
-
-/// What the engine should do next.
-#[derive(Debug)]
-pub enum Step {
-    /// Send these command bodies, then wait for the peer's next command.
-    Send(Vec<Bytes>),
-    /// Ask the authenticator, then call [`Handshake::on_auth`] with its reply.
-    Authenticate(ZapRequest),
-    /// Send these command bodies; the handshake is then complete.
-    Done {
-        /// Commands still to send.
-        send: Vec<Bytes>,
-        /// What we learned about the peer.
-        peer: PeerInfo,
-        /// CURVE: the keys for MESSAGE encryption.
-        cipher: Option<CurveCipher>,
-    },
-    /// Send these (an ERROR, or nothing for a silent close), then fail with `error`.
-    Refuse {
-        /// Commands to send before closing.
-        send: Vec<Bytes>,
-        /// Why.
-        error: HandshakeError,
-    },
-}
-
-/// What every mechanism needs to know about our side of the connection.
-#[derive(Clone, Debug)]
-pub struct HandshakeConfig {
-    /// Our socket type.
-    pub socket_type: SocketType,
-    /// Our routing id, announced in READY by REQ/DEALER/ROUTER.
-    pub routing_id: Bytes,
-    /// ZAP domain for authentication requests.
-    pub zap_domain: String,
-    /// The peer's IP address, for authentication requests.
-    pub peer_address: String,
-    /// Whether a server-side handshake asks the authenticator (NULL only does when this is set).
-    pub authenticate: bool,
-}
-
-impl HandshakeConfig {
-    /// Our READY / INITIATE metadata.
-    pub fn metadata(&self) -> Metadata {
-        ready_metadata(self.socket_type, &self.routing_id)
-    }
-
-    pub(crate) fn zap_request(
-        &self,
-        mechanism: Mechanism,
-        peer_routing_id: Bytes,
-        credentials: Vec<Bytes>,
-    ) -> ZapRequest {
-        ZapRequest {
-            domain: self.zap_domain.clone(),
-            address: self.peer_address.clone(),
-            routing_id: peer_routing_id,
-            mechanism,
-            credentials,
-        }
-    }
-}
-
-/// Turns a refusing ZAP reply into the step libzmq takes: ERROR with the status, or a silent close for 300.
-pub(crate) fn refuse(reply: &ZapReply) -> Step {
-    let send = if reply.status_code == 300 {
-        vec![]
-    } else {
-        vec![Command::Error(Bytes::from(reply.status_code.to_string())).body()]
-    };
-    Step::Refuse {
-        send,
-        error: HandshakeError::AuthFailed { status: reply.status_code, reason: reply.status_text.clone() },
-    }
-}
-
-/// Attaches a successful ZAP reply's user id and metadata to the peer.
-pub(crate) fn authenticated(mut peer: PeerInfo, reply: Option<ZapReply>) -> PeerInfo {
-    if let Some(reply) = reply {
-        peer.user_id = Some(reply.user_id).filter(|u| !u.is_empty());
-        peer.zap_metadata = reply.metadata;
-    }
-    peer
-}
+use super::zap::ZapReply;
 
 /// A handshake in progress, for any mechanism and role.
 #[derive(Debug)]

@@ -6,8 +6,10 @@
 
 pub mod command;
 pub mod curve;
+pub mod curve_crypto;
 pub mod frame;
 pub mod greeting;
+pub mod handshake;
 pub mod mechanism;
 pub mod metadata;
 pub mod null;
@@ -17,11 +19,12 @@ pub mod z85;
 pub mod zap;
 
 pub use command::{Command, CommandError};
-pub use curve::{CurveError, KeyPair};
+pub use curve_crypto::{CurveError, KeyPair};
 pub use frame::{Frame, FrameCodec, FrameError};
 pub use greeting::{Greeting, GreetingDecoder, GreetingError, Mechanism};
-pub use mechanism::{Handshake, HandshakeConfig, Step};
+pub use handshake::{HandshakeConfig, HandshakeError, PeerInfo, Step};
+pub use mechanism::Handshake;
 pub use metadata::{Metadata, MetadataError};
-pub use null::{HandshakeError, NullHandshake, PeerInfo};
+pub use null::NullHandshake;
 pub use socket_type::SocketType;
 pub use zap::{ZapReply, ZapRequest};

@@ -6,112 +6,11 @@
 
 use bytes::Bytes;
 
-use super::command::{Command, CommandError};
-use super::curve::CurveError;
+use super::command::Command;
 use super::greeting::Mechanism;
-use super::mechanism::{HandshakeConfig, Step, authenticated, refuse};
-use super::metadata::{Metadata, MetadataError};
-use super::socket_type::SocketType;
+use super::handshake::{HandshakeConfig, Step, authenticated, refuse};
+use super::handshake::{HandshakeError, PeerInfo};
 use super::zap::ZapReply;
-
-/// What we learned about the peer during the handshake.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeerInfo {
-    /// The peer's socket type (`None` if it sent no `Socket-Type`, which libzmq accepts).
-    pub socket_type: Option<SocketType>,
-    /// The peer's `Identity` property, empty if absent.
-    pub identity: Bytes,
-    /// Every property the peer sent.
-    pub metadata: Metadata,
-    /// The user id the authenticator gave this peer.
-    pub user_id: Option<String>,
-    /// Properties the authenticator attached to this peer.
-    pub zap_metadata: Metadata,
-}
-
-/// Why a handshake failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HandshakeError {
-    /// The peer sent ERROR (e.g. an authentication failure), with its reason.
-    #[error("peer refused the handshake: {}", String::from_utf8_lossy(.0))]
-    PeerError(Bytes),
-    /// The peer's socket type cannot talk to ours.
-    #[error("peer socket type {peer} is not compatible with {ours}")]
-    IncompatibleSocketType {
-        /// Our type.
-        ours: SocketType,
-        /// The peer's type.
-        peer: SocketType,
-    },
-    /// `Socket-Type` is not a known type name.
-    #[error("peer sent unknown socket type {0:?}")]
-    UnknownSocketType(String),
-    /// A command that has no place at this point of the handshake.
-    #[error("unexpected {0} command during the handshake")]
-    UnexpectedCommand(String),
-    /// A message frame before the handshake completed.
-    #[error("message frame received before the handshake completed")]
-    UnexpectedMessage,
-    /// A malformed command.
-    #[error(transparent)]
-    Command(#[from] CommandError),
-    /// A handshake command whose fields do not parse.
-    #[error("malformed handshake command: {0}")]
-    Malformed(&'static str),
-    /// Metadata that does not parse.
-    #[error("bad metadata: {0}")]
-    Metadata(#[from] MetadataError),
-    /// The authenticator refused the peer (ZAP status 300/400/500), or none is configured where one is needed.
-    #[error("authentication failed ({status}): {reason}")]
-    AuthFailed {
-        /// ZAP status code.
-        status: u16,
-        /// The authenticator's reason.
-        reason: String,
-    },
-    /// A CURVE handshake failure.
-    #[error(transparent)]
-    Curve(#[from] CurveError),
-}
-
-/// The longest `Identity` (routing id) ZMTP allows.
-pub const MAX_IDENTITY: usize = 255;
-
-impl PeerInfo {
-    /// Reads the peer's READY metadata and checks the socket type against ours.
-    pub fn from_ready(ours: SocketType, metadata: Metadata) -> Result<PeerInfo, HandshakeError> {
-        let socket_type = match metadata.get("Socket-Type") {
-            None => None,
-            Some(name) => {
-                let name = String::from_utf8_lossy(name);
-                let peer: SocketType =
-                    name.parse().map_err(|_| HandshakeError::UnknownSocketType(name.into_owned()))?;
-                if !ours.accepts(peer) {
-                    return Err(HandshakeError::IncompatibleSocketType { ours, peer });
-                }
-                Some(peer)
-            }
-        };
-        let identity = metadata.get("Identity").cloned().unwrap_or_default();
-        // ZMTP (RFC 23/37) caps the Identity at 255 bytes, as libzmq caps ZMQ_ROUTING_ID. Enforced
-        // on what a peer announces too: a ROUTER hashes and compares the id on every message it
-        // routes, so a megabyte id would make each 3-byte heartbeat cost a megabyte of work.
-        if identity.len() > MAX_IDENTITY {
-            return Err(HandshakeError::Malformed("Identity longer than 255 bytes"));
-        }
-        Ok(PeerInfo { socket_type, identity, metadata, user_id: None, zap_metadata: Metadata::new() })
-    }
-}
-
-/// Our READY metadata for a socket: `Socket-Type`, then `Identity` for REQ/DEALER/ROUTER.
-pub fn ready_metadata(ours: SocketType, identity: &Bytes) -> Metadata {
-    let mut md = Metadata::new();
-    md.insert("Socket-Type", ours.as_str());
-    if ours.sends_identity() {
-        md.insert("Identity", identity.clone());
-    }
-    md
-}
 
 /// NULL handshake state.
 #[derive(Debug)]
@@ -168,6 +67,9 @@ impl NullHandshake {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::SocketType;
+    use crate::wire::handshake::ready_metadata;
+    use crate::wire::metadata::Metadata;
     use bytes::BytesMut;
 
     fn config(t: SocketType, identity: &'static [u8], authenticate: bool) -> HandshakeConfig {
@@ -185,19 +87,6 @@ mod tests {
             Step::Done { peer, .. } => peer,
             other => panic!("not done: {other:?}"),
         }
-    }
-
-    #[test]
-    fn an_identity_over_255_bytes_is_refused() {
-        let announce = |len: usize| {
-            let mut md = Metadata::new();
-            md.insert("Socket-Type", "DEALER");
-            md.insert("Identity", vec![b'x'; len]);
-            PeerInfo::from_ready(SocketType::Router, md)
-        };
-        assert_eq!(announce(MAX_IDENTITY).unwrap().identity.len(), 255);
-        assert!(matches!(announce(MAX_IDENTITY + 1), Err(HandshakeError::Malformed(_))));
-        assert!(matches!(announce(1 << 24), Err(HandshakeError::Malformed(_))));
     }
 
     #[test]

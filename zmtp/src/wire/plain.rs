@@ -11,10 +11,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 #[cfg(test)]
 use super::command::Command;
+use super::command::split_name;
 use super::greeting::Mechanism;
-use super::mechanism::{HandshakeConfig, Step, authenticated, refuse};
+use super::handshake::{
+    HandshakeConfig, HandshakeError, PeerInfo, Step, authenticated, peer_error, refuse, unexpected,
+};
 use super::metadata::Metadata;
-use super::null::{HandshakeError, PeerInfo};
 use super::zap::ZapReply;
 
 fn command(name: &[u8], data: &[u8]) -> Bytes {
@@ -23,28 +25,6 @@ fn command(name: &[u8], data: &[u8]) -> Bytes {
     out.put_slice(name);
     out.put_slice(data);
     out.freeze()
-}
-
-/// Splits a command body into (name, data).
-pub(crate) fn split_command(body: &Bytes) -> Result<(Bytes, Bytes), HandshakeError> {
-    let len = *body.first().ok_or(HandshakeError::Malformed("empty command"))? as usize;
-    if len == 0 || body.len() < 1 + len {
-        return Err(HandshakeError::Malformed("command name runs past the frame"));
-    }
-    Ok((body.slice(1..1 + len), body.slice(1 + len..)))
-}
-
-fn unexpected(name: &Bytes) -> HandshakeError {
-    HandshakeError::UnexpectedCommand(String::from_utf8_lossy(&name[..name.len().min(32)]).into_owned())
-}
-
-/// ERROR from the peer: the handshake failed there.
-fn peer_error(data: &Bytes) -> HandshakeError {
-    let reason = match data.first() {
-        Some(&len) => data.slice(1..(1 + len as usize).min(data.len())),
-        None => Bytes::new(),
-    };
-    HandshakeError::PeerError(reason)
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -85,7 +65,7 @@ impl PlainClient {
         if let Some(data) = body.strip_prefix(LIBZMQ_ERROR_PREFIX) {
             return Err(peer_error(&Bytes::copy_from_slice(data)));
         }
-        let (name, data) = split_command(&body)?;
+        let (name, data) = split_name(&body)?;
         match (&self.state, &name[..]) {
             (_, b"ERROR") => Err(peer_error(&data)),
             (ClientState::Welcome, b"WELCOME") => {
@@ -126,7 +106,7 @@ impl PlainServer {
 
     /// HELLO → authenticate; INITIATE → READY and done.
     pub fn on_command(&mut self, body: Bytes) -> Result<Step, HandshakeError> {
-        let (name, data) = split_command(&body)?;
+        let (name, data) = split_name(&body)?;
         match (&self.state, &name[..]) {
             (ServerState::Hello, b"HELLO") => {
                 let user_len = *data.first().ok_or(HandshakeError::Malformed("HELLO without user name"))? as usize;
