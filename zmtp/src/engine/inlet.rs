@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::LimitError;
 use crate::message::Message;
 use crate::socket::core::Core;
-use crate::socket::inbox::PeerId;
+use crate::socket::peer_id::PeerId;
 use crate::wire::SocketType;
 
 /// The receiving side of one connection.

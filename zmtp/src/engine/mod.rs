@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::ConnectionError;
 use crate::monitor::MonitorEvent;
 use crate::socket::core::Core;
-use crate::socket::inbox::PeerId;
+use crate::socket::peer_id::PeerId;
 use crate::transport::Conn;
 use crate::transport::inproc::{InprocConn, Rendezvous};
 

@@ -10,10 +10,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::inbox::{Inbox, PeerId, PeerMap, Pushed};
+use super::inbox::{Inbox, Pushed};
 use super::mtrie::MTrie;
+use super::peer_id::{PeerId, PeerMap};
 use super::pipe::{OutPipe, Outbound};
 use super::subscriptions::Subscriptions;
+pub(crate) use super::waiters::Waiters;
 use crate::error::{ConnectionError, Error, LimitError, Result};
 use crate::message::Message;
 use crate::options::Options;
@@ -32,44 +34,6 @@ impl std::ops::Deref for OptionsGuard<'_> {
 impl std::ops::DerefMut for OptionsGuard<'_> {
     fn deref_mut(&mut self) -> &mut Options {
         Arc::make_mut(&mut self.0)
-    }
-}
-
-/// A wake-up signal that costs one atomic load when nobody waits.
-#[derive(Debug, Default)]
-pub(crate) struct Waiters {
-    notify: Notify,
-    waiting: AtomicUsize,
-}
-
-struct WaitingGuard<'a>(&'a AtomicUsize);
-impl Drop for WaitingGuard<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl Waiters {
-    pub fn wake(&self) {
-        if self.waiting.load(Ordering::SeqCst) > 0 {
-            self.notify.notify_waiters();
-        }
-    }
-
-    /// Runs `check` until it yields a value, sleeping between tries until `wake` is called.
-    /// Cancel-safe as long as `check` is all-or-nothing.
-    pub async fn wait_until<T>(&self, mut check: impl FnMut() -> Option<T>) -> T {
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            self.waiting.fetch_add(1, Ordering::SeqCst);
-            let _guard = WaitingGuard(&self.waiting);
-            if let Some(value) = check() {
-                return value;
-            }
-            notified.await;
-        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::core::{Core, LiveConnection};
-use super::inbox::PeerId;
+use super::peer_id::PeerId;
 use crate::engine::{self, ConnectionInfo};
 use crate::error::{ConnectionError, Result};
 use crate::monitor::MonitorEvent;

@@ -4,39 +4,17 @@
 //! RCVHWM it parks, which stops it reading and lets TCP push back on the sender. The socket pops one
 //! message at a time from the next ready peer, so a fast peer cannot starve a slow one.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::core::Waiters;
+pub(crate) use super::peer_id::PeerId;
+use super::peer_id::PeerMap;
 use super::subscriptions::Subscriptions;
+use super::waiters::Waiters;
 use crate::message::{Message, Properties};
-
-pub(crate) type PeerId = u64;
-
-/// Peer ids are sequential integers chosen by us, not by peers: a multiplicative hash is enough
-/// and SipHash showed up at ~10% of the per-message cost.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct PeerIdHasher(u64);
-
-impl std::hash::Hasher for PeerIdHasher {
-    fn finish(&self) -> u64 {
-        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01B3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// A map keyed by peer id.
-pub(crate) type PeerMap<V> = HashMap<PeerId, V, std::hash::BuildHasherDefault<PeerIdHasher>>;
 
 #[derive(Debug)]
 struct PeerQueue {

@@ -4,8 +4,10 @@ pub(crate) mod core;
 mod endpoints;
 pub(crate) mod inbox;
 pub(crate) mod mtrie;
+pub(crate) mod peer_id;
 pub(crate) mod pipe;
 mod subscriptions;
+mod waiters;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -14,7 +14,7 @@
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::inbox::PeerId;
+use super::peer_id::PeerId;
 
 #[derive(Debug, Default)]
 struct Node {

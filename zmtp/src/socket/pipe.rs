@@ -53,11 +53,11 @@ pub(crate) struct OutPipe {
     /// CONFLATE: a new message replaces the queued one.
     conflate: bool,
     /// The socket's "some pipe has room again" signal.
-    space: Arc<super::core::Waiters>,
+    space: Arc<super::waiters::Waiters>,
 }
 
 impl OutPipe {
-    pub fn new(hwm: usize, hwm_bytes: usize, conflate: bool, space: Arc<super::core::Waiters>) -> Self {
+    pub fn new(hwm: usize, hwm_bytes: usize, conflate: bool, space: Arc<super::waiters::Waiters>) -> Self {
         OutPipe { state: Mutex::default(), hwm, hwm_bytes, writer_wake: Notify::new(), conflate, space }
     }
 
@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     fn pipe(hwm: usize, hwm_bytes: usize) -> OutPipe {
-        OutPipe::new(hwm, hwm_bytes, false, Arc::new(super::super::core::Waiters::default()))
+        OutPipe::new(hwm, hwm_bytes, false, Arc::new(super::super::waiters::Waiters::default()))
     }
 
     /// A one-frame message costing `cost` bytes (at least one frame's charge).
