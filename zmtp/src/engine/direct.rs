@@ -20,11 +20,14 @@ pub(super) async fn run<R: AsyncRead + Unpin>(
     rendezvous: Rendezvous,
 ) -> Result<(), ConnectionError> {
     // If the other end is already gone, its receiver is dropped and the stream ends below.
-    let _ = rendezvous.ours.send(ours);
+    let _ = rendezvous.ours.send(Box::new(ours));
     let theirs = tokio::select! {
         theirs = rendezvous.theirs => theirs.map_err(|_| ConnectionError::PeerClosed)?,
         end = other_end_gone(&mut rd) => return Err(end),
     };
+    // Both ends are engines, so the other end handed over an inlet too.
+    let theirs =
+        theirs.downcast::<Inlet>().map_err(|_| ConnectionError::Refused("inproc peer handed over no inlet"))?;
     tokio::select! {
         done = forward(out, &theirs) => done,
         end = other_end_gone(&mut rd) => Err(end),

@@ -7,8 +7,6 @@ mod inlet;
 mod reader;
 mod writer;
 
-pub(crate) use inlet::Inlet;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 

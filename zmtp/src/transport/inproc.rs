@@ -9,13 +9,13 @@
 //!
 //! Bind and connect work in either order: a connect to a name nobody has bound yet waits until it is.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
 use tokio::io::DuplexStream;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use crate::engine::Inlet;
 use crate::error::{Error, Result};
 
 /// In-memory buffer per direction.
@@ -24,14 +24,19 @@ const BUFFER: usize = 256 * 1024;
 /// One end of an inproc connection.
 pub(crate) struct InprocConn {
     pub stream: DuplexStream,
-    /// How the two ends swap inlets after the handshake; `None` when the other end is a raw stream.
+    /// How the two ends swap what they hand over after the handshake; `None` when the other end is a raw stream.
     pub rendezvous: Option<Rendezvous>,
 }
 
-/// Each end sends its own [`Inlet`] and receives the other's.
+/// What the two ends of a connection hand each other after the handshake. Opaque here: the layer
+/// above puts its own type in it (the engine: where its socket takes messages), so the transport
+/// does not know the layers above it.
+pub(crate) type Handoff = Box<dyn Any + Send>;
+
+/// Each end sends its own [`Handoff`] and receives the other's.
 pub(crate) struct Rendezvous {
-    pub ours: oneshot::Sender<Inlet>,
-    pub theirs: oneshot::Receiver<Inlet>,
+    pub ours: oneshot::Sender<Handoff>,
+    pub theirs: oneshot::Receiver<Handoff>,
 }
 
 type Registry = HashMap<String, mpsc::UnboundedSender<InprocConn>>;
