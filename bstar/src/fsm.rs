@@ -196,6 +196,7 @@ pub struct Outcome {
 
 /// The pair is broken: both servers claim the same role. The reference aborts the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum FsmError {
     /// This server is ACTIVE and so is its peer (split brain after a partition, or misconfiguration).
     #[error("dual actives: this server and its peer are both ACTIVE")]

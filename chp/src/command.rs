@@ -51,6 +51,7 @@ pub fn is_reserved_key(key: &[u8]) -> bool {
 
 /// Why a message is not a valid command.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommandError {
     /// The frames are not a valid kvmsg.
     #[error(transparent)]

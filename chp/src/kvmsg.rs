@@ -49,6 +49,7 @@ pub const MAX_PROPERTIES_LEN: usize = 64 * 1024;
 
 /// Why a multipart message is not a valid kvmsg.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KvMsgError {
     /// A kvmsg has exactly five frames.
     #[error("expected 5 frames, got {0}")]

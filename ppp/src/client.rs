@@ -49,6 +49,7 @@ impl Default for ClientConfig {
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// Every attempt timed out.
     #[error(

@@ -91,6 +91,7 @@ impl std::fmt::Display for Command {
 /// Why a message is not valid PPP. Every variant is recoverable: the message is dropped, the peer
 /// that sent it stays usable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProtocolError {
     /// A message with no frames at all.
     #[error("empty message")]

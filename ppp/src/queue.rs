@@ -121,6 +121,7 @@ impl Default for Queue {
 
 /// Why a queue could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     /// Binding an endpoint failed (bad syntax, address in use, …).
     #[error("cannot bind the {side} endpoint {endpoint:?}: {source}")]

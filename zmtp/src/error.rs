@@ -54,6 +54,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Why a connection ended. Protocol errors stop reconnection; the rest reconnect.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectionError {
     /// Network failure.
     #[error("i/o: {0}")]

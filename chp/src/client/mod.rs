@@ -179,6 +179,7 @@ impl ClientOptions {
 
 /// Errors from the client.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// No server address given.
     #[error("no server to connect to")]

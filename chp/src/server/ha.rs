@@ -158,6 +158,7 @@ impl HaConfig {
 
 /// Why a pair server could not start, or stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HaError {
     /// Binding a CHP socket failed.
     #[error(transparent)]

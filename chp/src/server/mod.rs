@@ -97,6 +97,7 @@ impl Default for ServerConfig {
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     /// Binding one of the three sockets failed.
     #[error("cannot bind {endpoint}: {source}")]

@@ -16,6 +16,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Why an update was not applied.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApplyError {
     /// The `ttl` property is not a non-negative number of seconds up to [`MAX_TTL`].
     #[error("invalid ttl property {0:?} (expected seconds, e.g. \"30\" or \"1.5\")")]

@@ -39,6 +39,7 @@ pub enum Command {
 
 /// Why a command frame was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommandError {
     /// Empty body, or a name length that runs past the frame.
     #[error("malformed command frame ({0} bytes)")]

@@ -21,6 +21,7 @@ const MESSAGE_MIN: usize = 33;
 
 /// Why a CURVE handshake or MESSAGE was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CurveError {
     /// A command of the wrong size.
     #[error("CURVE {command} of {len} bytes (expected {expected})")]

@@ -52,6 +52,7 @@ impl Frame {
 
 /// Why a frame could not be decoded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The declared size exceeds the configured maximum (MAXMSGSIZE).
     #[error("frame of {size} bytes exceeds the maximum of {max} bytes")]

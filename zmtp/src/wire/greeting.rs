@@ -98,6 +98,7 @@ impl Greeting {
 
 /// Why a peer's greeting was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GreetingError {
     /// Byte 0 is not 0xFF or byte 9 has bit 0 clear: a ZMTP/1.0 peer or not ZMTP at all.
     #[error("peer is not speaking ZMTP 3 (signature bytes {first:#04x}..{last:#04x})")]

@@ -29,6 +29,7 @@ pub struct PeerInfo {
 
 /// Why a handshake failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandshakeError {
     /// The peer sent ERROR (e.g. an authentication failure), with its reason.
     #[error("peer refused the handshake: {}", String::from_utf8_lossy(.0))]

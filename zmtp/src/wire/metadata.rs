@@ -16,6 +16,7 @@ pub struct Metadata {
 
 /// Why a metadata block was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MetadataError {
     /// The block ended inside a property.
     #[error("metadata truncated at byte {0}")]

@@ -4,6 +4,7 @@ const ALPHABET: &[u8; 85] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN
 
 /// Why a Z85 string or input was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Z85Error {
     /// Encoding needs a multiple of 4 bytes, decoding a multiple of 5 characters.
     #[error("Z85 length {0} is not a multiple of {1}")]
