@@ -80,9 +80,14 @@ pub enum ConnectionError {
     /// No traffic within HEARTBEAT_TIMEOUT after a PING, or within the peer's TTL.
     #[error("heartbeat timed out")]
     HeartbeatTimeout,
-    /// The socket refused the peer (PAIR already connected, duplicate ROUTER identity).
+    /// Our socket's own rules turned the peer away (PAIR already connected, duplicate ROUTER
+    /// identity): local policy, not a fault of the peer.
     #[error("peer refused by the socket: {0}")]
     Refused(&'static str),
+    /// The peer broke the protocol in a way no decoder names (an inproc peer that writes after
+    /// the handshake).
+    #[error("peer broke the protocol: {0}")]
+    PeerViolation(&'static str),
     /// The peer closed the connection.
     #[error("peer closed the connection")]
     PeerClosed,
@@ -153,6 +158,70 @@ impl ConnectionError {
                 | ConnectionError::Handshake(_)
                 | ConnectionError::Curve(_)
                 | ConnectionError::Limit(_)
+                | ConnectionError::PeerViolation(_)
         )
+    }
+
+    /// Who the end of the connection is down to.
+    pub fn fault(&self) -> Fault {
+        match self {
+            ConnectionError::Refused(_) => Fault::Policy,
+            ConnectionError::Handshake(HandshakeError::AuthFailed { .. }) => Fault::Policy,
+            ConnectionError::Handshake(HandshakeError::PeerError(_)) => Fault::PeerPolicy,
+            ConnectionError::SocketClosed => Fault::Local,
+            ConnectionError::Io(_)
+            | ConnectionError::PeerClosed
+            | ConnectionError::HandshakeTimeout
+            | ConnectionError::HeartbeatTimeout => Fault::Transport,
+            _ => Fault::Protocol,
+        }
+    }
+}
+
+/// Who a connection's end is down to ([`ConnectionError::fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// The peer broke the protocol or went over a limit (not reconnected).
+    Protocol,
+    /// Our side's rules refused the peer: the socket's (PAIR taken, duplicate routing id) or the
+    /// authenticator's.
+    Policy,
+    /// The peer's rules refused us (it sent ERROR: wrong credentials, a key it does not allow…).
+    PeerPolicy,
+    /// The network, a silent peer (timeouts), or the peer closing: reconnected.
+    Transport,
+    /// Our own socket is closing.
+    Local,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_end_says_who_erred() {
+        let cases = [
+            (ConnectionError::Refused("PAIR socket already has a peer"), Fault::Policy),
+            (
+                ConnectionError::Handshake(HandshakeError::AuthFailed { status: 400, reason: "no".into() }),
+                Fault::Policy,
+            ),
+            (ConnectionError::Handshake(HandshakeError::PeerError("400".into())), Fault::PeerPolicy),
+            (ConnectionError::Handshake(HandshakeError::Malformed("x")), Fault::Protocol),
+            (ConnectionError::Limit(LimitError::Frames { limit: 1 }), Fault::Protocol),
+            (ConnectionError::PeerViolation("inproc peer wrote after the handshake"), Fault::Protocol),
+            (ConnectionError::Io(io::ErrorKind::ConnectionReset.into()), Fault::Transport),
+            (ConnectionError::HeartbeatTimeout, Fault::Transport),
+            (ConnectionError::PeerClosed, Fault::Transport),
+            (ConnectionError::SocketClosed, Fault::Local),
+        ];
+        for (error, fault) in cases {
+            assert_eq!(error.fault(), fault, "{error}");
+            // Only what the peer did wrong, or a refusal exchanged in the handshake, stops reconnection.
+            let stops = matches!(fault, Fault::Protocol | Fault::PeerPolicy)
+                || matches!(error, ConnectionError::Handshake(HandshakeError::AuthFailed { .. }));
+            assert_eq!(error.is_protocol(), stops, "{error}");
+        }
     }
 }

@@ -27,7 +27,7 @@ pub(super) async fn run<R: AsyncRead + Unpin>(
     };
     // Both ends are engines, so the other end handed over an inlet too.
     let theirs =
-        theirs.downcast::<Inlet>().map_err(|_| ConnectionError::Refused("inproc peer handed over no inlet"))?;
+        theirs.downcast::<Inlet>().map_err(|_| ConnectionError::PeerViolation("inproc peer handed over no inlet"))?;
     tokio::select! {
         done = forward(out, &theirs) => done,
         end = other_end_gone(&mut rd) => Err(end),
@@ -69,7 +69,7 @@ async fn other_end_gone<R: AsyncRead + Unpin>(rd: &mut R) -> ConnectionError {
     let mut byte = [0u8; 1];
     match rd.read(&mut byte).await {
         Ok(0) => ConnectionError::PeerClosed,
-        Ok(_) => ConnectionError::Refused("inproc peer wrote after the handshake"),
+        Ok(_) => ConnectionError::PeerViolation("inproc peer wrote after the handshake"),
         Err(e) => e.into(),
     }
 }
