@@ -1,6 +1,7 @@
 //! Command-line parsing: one subcommand per socket type (sharing [`SocketArgs`], with the options that
 //! do not apply to a type hidden from its help and rejected), plus `proxy`.
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use clap::parser::ValueSource;
@@ -10,7 +11,61 @@ use zmtp::SocketType;
 use crate::error::{CliError, usage};
 use crate::frames::Format;
 use crate::help;
-use crate::proxy::ProxyArgs;
+
+/// Whether an endpoint is to be bound or connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// `--bind`
+    Bind,
+    /// `--connect`
+    Connect,
+}
+
+/// One side of the proxy: `TYPE:bind:ENDPOINT` or `TYPE:connect:ENDPOINT`.
+#[derive(Clone, Debug)]
+pub struct SocketSpec {
+    pub socket_type: SocketType,
+    pub direction: Direction,
+    pub endpoint: String,
+}
+
+impl FromStr for SocketSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let form = "write TYPE:bind:ENDPOINT or TYPE:connect:ENDPOINT, e.g. xsub:bind:tcp://*:5559";
+        let (name, rest) = s.split_once(':').ok_or_else(|| form.to_owned())?;
+        let socket_type = name.parse::<SocketType>().map_err(|e| format!("{e}; {form}"))?;
+        let (direction, endpoint) = if let Some(ep) = rest.strip_prefix("bind:") {
+            (Direction::Bind, ep)
+        } else if let Some(ep) = rest.strip_prefix("connect:") {
+            (Direction::Connect, ep)
+        } else {
+            return Err(format!("missing 'bind:' or 'connect:' after the socket type; {form}"));
+        };
+        Ok(SocketSpec { socket_type, direction, endpoint: endpoint.to_owned() })
+    }
+}
+
+/// The options of `zmtp proxy`.
+#[derive(Args, Clone, Debug)]
+pub struct ProxyArgs {
+    /// The socket clients talk to, e.g. xsub:bind:tcp://*:5559 or router:bind:tcp://*:5559
+    #[arg(long, value_name = "TYPE:bind|connect:ENDPOINT")]
+    pub frontend: SocketSpec,
+
+    /// The socket on the other side, e.g. xpub:bind:tcp://*:5560 or dealer:bind:tcp://*:5560
+    #[arg(long, value_name = "TYPE:bind|connect:ENDPOINT")]
+    pub backend: SocketSpec,
+
+    /// Also send a copy of every forwarded message here, e.g. pub:bind:tcp://127.0.0.1:5561
+    #[arg(long, value_name = "TYPE:bind|connect:ENDPOINT")]
+    pub capture: Option<SocketSpec>,
+
+    /// Print connection events (connected, handshake failures, disconnects) on stderr
+    #[arg(short, long)]
+    pub verbose: bool,
+}
 
 /// Every socket type, in the order `--help` lists them.
 pub const SOCKET_TYPES: [SocketType; 11] = [

@@ -10,18 +10,9 @@ use tokio::sync::watch;
 use zmtp::transport::Endpoint;
 use zmtp::{MonitorEvent, Socket, SocketType};
 
-use crate::cli::SocketArgs;
+use crate::cli::{Direction, SocketArgs};
 use crate::error::{CliError, failed, usage};
 use crate::frames::parse_id;
-
-/// Whether an endpoint is to be bound or connected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// `--bind`
-    Bind,
-    /// `--connect`
-    Connect,
-}
 
 /// Checks an endpoint before any socket exists, so mistakes fail fast with a hint.
 pub async fn check_endpoint(endpoint: &str, direction: Direction) -> Result<(), CliError> {
