@@ -2,7 +2,7 @@
 //! each socket type. Connections call `attach`/`detach`/`deliver`; the public `Socket` calls
 //! `try_send`/`try_recv`. Nothing here parses bytes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -11,9 +11,11 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::inbox::{Inbox, Pushed};
-use super::mtrie::MTrie;
-use super::peer_id::{PeerId, PeerMap};
+use super::pattern::{self, SendFlags, rep, req, router};
+use super::peer_id::PeerId;
 use super::pipe::{OutPipe, Outbound};
+pub(crate) use super::state::TrySend;
+use super::state::{Peer, ReqState, State};
 use super::subscriptions::Subscriptions;
 pub(crate) use super::waiters::Waiters;
 use crate::error::{ConnectionError, Error, LimitError, Result};
@@ -35,61 +37,6 @@ impl std::ops::DerefMut for OptionsGuard<'_> {
     fn deref_mut(&mut self) -> &mut Options {
         Arc::make_mut(&mut self.0)
     }
-}
-
-/// One peer: a live connection, or a connect-side slot waiting for (re)connection.
-#[derive(Debug)]
-pub(crate) struct Peer {
-    pub out: Arc<OutPipe>,
-    pub routing_id: Bytes,
-    /// PUB: the prefixes this peer subscribed to.
-    pub subscriptions: Subscriptions,
-    pub connected: bool,
-    /// The peer's ZMTP minor version (subscription encoding).
-    pub minor: u8,
-    /// Closes the current connection (handover, disconnect, close).
-    pub kill: CancellationToken,
-    /// Created by `connect()`: survives disconnects and keeps its queue.
-    pub persistent: bool,
-    /// CONNECT_ROUTING_ID given to this connect-side peer (ROUTER).
-    pub assigned_routing_id: Option<Bytes>,
-    /// PUB/XPUB: the last send delivered to this peer (see [`State::send_stamp`]).
-    pub sent_stamp: u64,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct ReqState {
-    /// The peer the outstanding request went to.
-    pub awaiting: Option<PeerId>,
-    /// REQ_CORRELATE: the id of the outstanding request, sent as 4 bytes in the host's byte
-    /// order (libzmq copies its `uint32_t` as is).
-    pub request_id: u32,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct RepState {
-    /// The peer and envelope of the request being answered.
-    pub pending: Option<(PeerId, Message)>,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    pub peers: PeerMap<Peer>,
-    /// Peers in round-robin order (load balancing, PAIR).
-    pub order: Vec<(PeerId, Arc<OutPipe>)>,
-    pub cursor: usize,
-    /// ROUTER: routing id → peer.
-    pub routes: HashMap<Bytes, PeerId>,
-    pub next_generated_id: u32,
-    /// SUB/XSUB: our subscriptions, refcounted.
-    pub subscriptions: Subscriptions,
-    /// PUB/XPUB: every peer's subscriptions.
-    pub mtrie: MTrie,
-    /// PUB/XPUB: numbers each send, for [`Peer::sent_stamp`].
-    pub send_stamp: u64,
-    pub req: ReqState,
-    pub rep: RepState,
-    pub closed: bool,
 }
 
 /// Everything a socket's connections share.
@@ -130,13 +77,6 @@ pub(crate) struct Attached {
     pub peer: PeerId,
     pub out: Arc<OutPipe>,
     pub kill: CancellationToken,
-}
-
-/// The result of one send attempt.
-pub(crate) enum TrySend {
-    Sent,
-    /// Every eligible peer is at its HWM (or there is none yet): wait for room, then retry.
-    Full(Message),
 }
 
 impl Core {
@@ -464,183 +404,71 @@ impl Core {
         }
     }
 
-    /// One non-blocking send attempt with the socket type's routing rule.
-    pub fn try_send(&self, mut msg: Message) -> Result<TrySend> {
+    /// One non-blocking send attempt with the socket type's routing rule (see [`super::pattern`]).
+    pub fn try_send(&self, msg: Message) -> Result<TrySend> {
         if msg.is_empty() {
             return Err(Error::EmptyMessage);
         }
+        if self.socket_type == SocketType::XSub && msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
+            // XSUB: a subscription message updates our set (and the inbox filter), then goes upstream.
+            if self.state().closed {
+                return Err(Error::Closed);
+            }
+            self.local_subscription(&msg[0][1..], msg[0][0] == 1);
+            return Ok(TrySend::Sent);
+        }
+        let flags = self.send_flags();
         let mut state = self.state();
         if state.closed {
             return Err(Error::Closed);
         }
-        match self.socket_type {
-            SocketType::Dealer | SocketType::Push => {
-                let immediate = self.hot.immediate.load(Ordering::Relaxed);
-                Ok(load_balance(&mut state, msg, immediate).map_or_else(TrySend::Full, |_| TrySend::Sent))
-            }
-            SocketType::Pair => match state.order.first() {
-                Some((_, out)) => Ok(out.try_push(msg).map_or_else(TrySend::Full, |_| TrySend::Sent)),
-                None => Ok(TrySend::Full(msg)),
-            },
-            SocketType::Req => {
-                let (relaxed, correlate) = {
-                    let o = self.options();
-                    (o.req_relaxed, o.req_correlate)
-                };
-                if state.req.awaiting.is_some() && !relaxed {
-                    return Err(Error::InvalidState);
-                }
-                msg.push_front(Bytes::new());
-                let request_id = state.req.request_id.wrapping_add(1);
-                if correlate {
-                    msg.push_front(Bytes::copy_from_slice(&request_id.to_ne_bytes()));
-                }
-                let immediate = self.hot.immediate.load(Ordering::Relaxed);
-                match load_balance(&mut state, msg, immediate) {
-                    Ok(peer) => {
-                        state.req.awaiting = Some(peer);
-                        state.req.request_id = request_id;
-                        Ok(TrySend::Sent)
-                    }
-                    Err(mut msg) => {
-                        msg.pop_front();
-                        if correlate {
-                            msg.pop_front();
-                        }
-                        Ok(TrySend::Full(msg))
-                    }
-                }
-            }
-            SocketType::Rep => {
-                let Some((peer, envelope)) = state.rep.pending.take() else {
-                    return Err(Error::InvalidState);
-                };
-                let mut out = envelope;
-                for frame in msg {
-                    out.push(frame);
-                }
-                // A reply to a peer that is gone or full is dropped, as in libzmq.
-                if let Some(p) = state.peers.get(&peer) {
-                    let _ = p.out.try_push(out);
-                }
-                Ok(TrySend::Sent)
-            }
-            SocketType::Router => {
-                let rid = msg.pop_front().expect("non-empty");
-                let mandatory = self.hot.router_mandatory.load(Ordering::Relaxed);
-                let Some(p) = state.routes.get(&rid).and_then(|id| state.peers.get(id)) else {
-                    return if mandatory { Err(Error::HostUnreachable(rid)) } else { Ok(TrySend::Sent) };
-                };
-                match p.out.try_push(msg) {
-                    Ok(()) => Ok(TrySend::Sent),
-                    Err(mut msg) if mandatory => {
-                        msg.push_front(rid);
-                        Ok(TrySend::Full(msg))
-                    }
-                    Err(_) => Ok(TrySend::Sent),
-                }
-            }
-            SocketType::Pub | SocketType::XPub => {
-                let topic = msg.first().expect("non-empty");
-                // NODROP is honoured by PUB too: libzmq's PUB is an XPUB underneath.
-                if self.hot.xpub_nodrop.load(Ordering::Relaxed) {
-                    let mut full = false;
-                    state.mtrie.for_each_match(topic, |id| {
-                        full |= state.peers.get(&id).is_some_and(|p| p.connected && !p.out.has_room());
-                    });
-                    if full {
-                        return Ok(TrySend::Full(msg));
-                    }
-                }
-                // A peer subscribed to several matching prefixes gets the message once: each delivery
-                // stamps the peer with this send's number (no per-message list to collect and sort).
-                let State { mtrie, peers, send_stamp, .. } = &mut *state;
-                *send_stamp += 1;
-                let stamp = *send_stamp;
-                // A subscriber at its HWM loses the message (libzmq PUB semantics) unless NODROP.
-                mtrie.for_each_match(topic, |id| {
-                    if let Some(p) = peers.get_mut(&id)
-                        && p.connected
-                        && p.sent_stamp != stamp
-                    {
-                        p.sent_stamp = stamp;
-                        let _ = p.out.try_push(msg.clone());
-                    }
-                });
-                Ok(TrySend::Sent)
-            }
-            SocketType::XSub => {
-                // XSUB: subscription messages update our set; everything goes to every publisher.
-                if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
-                    let subscribe = msg[0][0] == 1;
-                    let topic = msg[0].slice(1..);
-                    drop(state);
-                    self.local_subscription(&topic, subscribe);
-                    return Ok(TrySend::Sent);
-                }
-                for p in state.peers.values() {
-                    let _ = p.out.try_push(msg.clone());
-                }
-                Ok(TrySend::Sent)
-            }
-            SocketType::Sub | SocketType::Pull => Err(Error::NotSupported(self.socket_type)),
+        pattern::send(self.socket_type, &mut state, msg, &flags)
+    }
+
+    /// The options the send path reads: atomics, and the options lock only for REQ.
+    fn send_flags(&self) -> SendFlags {
+        let (req_relaxed, req_correlate) = if self.socket_type == SocketType::Req {
+            let o = self.options();
+            (o.req_relaxed, o.req_correlate)
+        } else {
+            (false, false)
+        };
+        SendFlags {
+            immediate: self.hot.immediate.load(Ordering::Relaxed),
+            router_mandatory: self.hot.router_mandatory.load(Ordering::Relaxed),
+            xpub_nodrop: self.hot.xpub_nodrop.load(Ordering::Relaxed),
+            req_relaxed,
+            req_correlate,
         }
     }
 
     /// Checks that this socket type can receive at all, and REQ/REP state.
     pub fn check_recv(&self) -> Result<()> {
         match self.socket_type {
-            SocketType::Push | SocketType::Pub => {
-                return Err(Error::NotSupported(self.socket_type));
-            }
-            SocketType::Req if self.state().req.awaiting.is_none() => {
-                return Err(Error::InvalidState);
-            }
-            SocketType::Rep if self.state().rep.pending.is_some() => {
-                return Err(Error::InvalidState);
-            }
+            SocketType::Push | SocketType::Pub => return Err(Error::NotSupported(self.socket_type)),
+            SocketType::Req => req::check_recv(&self.state())?,
+            SocketType::Rep => rep::check_recv(&self.state())?,
             _ => {}
         }
         if self.closed.load(Ordering::Relaxed) { Err(Error::Closed) } else { Ok(()) }
     }
 
-    /// One non-blocking receive with the socket type's inbound rule.
+    /// One non-blocking receive with the socket type's inbound rule; messages the pattern drops
+    /// (a stale reply, a request without a delimiter) are skipped.
     pub fn try_recv(&self) -> Result<Option<Message>> {
         self.check_recv()?;
         while let Some(received) = self.inbox.pop(self.socket_type == SocketType::Router) {
-            let mut msg = received.message;
-            match self.socket_type {
-                SocketType::Router => {
-                    msg.push_front(received.routing_id);
-                    return Ok(Some(msg));
-                }
-                SocketType::Rep => {
-                    // Requests without an empty delimiter are dropped (libzmq).
-                    let Some(envelope) = msg.split_envelope() else {
-                        continue;
-                    };
-                    self.state().rep.pending = Some((received.peer, envelope));
-                    return Ok(Some(msg));
-                }
+            let taken = match self.socket_type {
+                SocketType::Router => Some(router::on_recv(received.routing_id, received.message)),
+                SocketType::Rep => rep::on_recv(&mut self.state(), received.peer, received.message),
                 SocketType::Req => {
-                    let mut state = self.state();
-                    if state.req.awaiting != Some(received.peer) {
-                        continue; // a reply from a peer we are not waiting for
-                    }
-                    if self.options().req_correlate {
-                        let id = msg.pop_front();
-                        if id.as_deref() != Some(&state.req.request_id.to_ne_bytes()[..]) {
-                            continue; // a stale reply to an earlier request
-                        }
-                    }
-                    if msg.first().is_none_or(|f| !f.is_empty()) {
-                        continue; // no empty delimiter: malformed
-                    }
-                    msg.pop_front();
-                    state.req.awaiting = None;
-                    return Ok(Some(msg));
+                    let correlate = self.options().req_correlate;
+                    req::on_recv(&mut self.state(), received.peer, received.message, correlate)
                 }
-                _ => return Ok(Some(msg)),
+                _ => Some(received.message),
+            };
+            if taken.is_some() {
+                return Ok(taken);
             }
         }
         Ok(None)
@@ -692,27 +520,6 @@ pub(crate) fn subscription_message(topic: &[u8], subscribe: bool) -> Message {
     frame.put_u8(subscribe as u8);
     frame.put_slice(topic);
     Message::single(frame.freeze())
-}
-
-/// Round-robin over peers with room; returns the peer used.
-fn load_balance(state: &mut State, mut msg: Message, immediate: bool) -> Result<PeerId, Message> {
-    let n = state.order.len();
-    for i in 0..n {
-        let idx = (state.cursor + i) % n;
-        let (id, out) = &state.order[idx];
-        if immediate && !state.peers[id].connected {
-            continue; // IMMEDIATE: no queueing for peers that are not connected
-        }
-        match out.try_push(msg) {
-            Ok(()) => {
-                let id = *id;
-                state.cursor = (idx + 1) % n;
-                return Ok(id);
-            }
-            Err(back) => msg = back,
-        }
-    }
-    Err(msg)
 }
 
 /// A running connection task (see [`Core::connection_started`]).

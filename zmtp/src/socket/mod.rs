@@ -4,8 +4,10 @@ pub(crate) mod core;
 mod endpoints;
 pub(crate) mod inbox;
 pub(crate) mod mtrie;
+pub(crate) mod pattern;
 pub(crate) mod peer_id;
 pub(crate) mod pipe;
+pub(crate) mod state;
 mod subscriptions;
 mod waiters;
 
