@@ -105,7 +105,7 @@ impl Curve {
 /// Public keys in Z85; never the secret key.
 impl fmt::Debug for Curve {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let z85 = |key: &[u8; 32]| zmtp::wire::z85::encode(key).unwrap_or_default();
+        let z85 = |key: &[u8; 32]| zmtp::security::PublicKey::from(*key).to_string();
         f.debug_struct("Curve")
             .field("public", &self.keys.public_z85())
             .field("peer", &z85(&self.peer))

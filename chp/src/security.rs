@@ -48,7 +48,7 @@ use zmtp::security::{KeyPair, StaticAuthenticator};
 use crate::address::ServerAddress;
 
 fn z85(key: &[u8; 32]) -> String {
-    zmtp::wire::z85::encode(key).unwrap_or_default()
+    zmtp::security::PublicKey::from(*key).to_string()
 }
 
 /// CURVE keys of a CHP server (single, or one of a pair).

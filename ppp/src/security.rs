@@ -168,7 +168,7 @@ impl Security {
 /// Z85 public keys and user names; never secrets or passwords.
 impl fmt::Debug for Security {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let z85 = |key: &[u8; 32]| zmtp::wire::z85::encode(key).unwrap_or_default();
+        let z85 = |key: &[u8; 32]| zmtp::security::PublicKey::from(*key).to_string();
         match self {
             Security::Null => f.write_str("Null"),
             Security::CurveServer { keys, clients } => f

@@ -10,7 +10,72 @@ use std::pin::Pin;
 use subtle::ConstantTimeEq;
 
 pub use crate::wire::curve::{KeyPair, decode_key};
+pub use crate::wire::z85::Z85Error;
 pub use crate::wire::{Mechanism, ZapReply, ZapRequest};
+
+/// A CURVE public key: 32 bytes, written and read as 40 Z85 characters (what libzmq's
+/// `zmq_curve_keypair` prints), so other crates need not reach into the wire layer's Z85.
+///
+/// ```
+/// use zmtp::security::{KeyPair, PublicKey};
+/// let pair = KeyPair::generate();
+/// let key = PublicKey::from(pair.public());
+/// let text = key.to_string();
+/// assert_eq!(text.len(), 40);
+/// assert_eq!(text.parse::<PublicKey>().unwrap(), key);
+/// assert!("too short".parse::<PublicKey>().is_err());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PublicKey([u8; 32]);
+
+/// A CURVE secret key: 32 bytes, read from and written as 40 Z85 characters; `Debug` hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretKey([u8; 32]);
+
+macro_rules! z85_key {
+    ($t:ident) => {
+        impl $t {
+            /// The key's 32 bytes.
+            pub fn as_bytes(&self) -> &[u8; 32] {
+                &self.0
+            }
+        }
+
+        impl From<[u8; 32]> for $t {
+            fn from(bytes: [u8; 32]) -> Self {
+                $t(bytes)
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            /// The 40 Z85 characters.
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&crate::wire::z85::encode(&self.0).expect("32 bytes are a multiple of 4"))
+            }
+        }
+
+        impl std::str::FromStr for $t {
+            type Err = Z85Error;
+            fn from_str(text: &str) -> Result<Self, Z85Error> {
+                decode_key(text).map($t)
+            }
+        }
+    };
+}
+z85_key!(PublicKey);
+z85_key!(SecretKey);
+
+impl std::fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PublicKey({self})")
+    }
+}
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretKey(<hidden>)")
+    }
+}
 
 /// Decides whether a peer may connect. Called once per handshake, on the connection's task.
 ///

@@ -523,9 +523,9 @@ impl Agent {
             ConnectionError::Greeting(zmtp::wire::GreetingError::MechanismMismatch { .. }) => {
                 "security mechanisms differ: CURVE on one side only?"
             }
-            ConnectionError::Handshake(
-                zmtp::wire::HandshakeError::PeerError(_) | zmtp::wire::HandshakeError::AuthFailed { .. },
-            ) => "authentication failed: is this client's public key on the server's allow list?",
+            e if matches!(e.fault(), zmtp::Fault::Policy | zmtp::Fault::PeerPolicy) => {
+                "authentication failed: is this client's public key on the server's allow list?"
+            }
             e if e.is_protocol() => "handshake failed",
             _ => return None,
         };
