@@ -164,15 +164,7 @@ async fn killed_active_the_passive_promotes_on_the_first_vote_after_expiry_not_b
         let (primary, backup, _) = start_pair(Order::Together, heartbeat).await;
         let mut voter = Voter::new(&backup).await;
         primary.kill().await;
-        let mut ballots = Vec::new();
-        loop {
-            let ballot = voter.vote(&backup).await;
-            ballots.push(ballot);
-            if ballot.vote == Vote::Accept {
-                break;
-            }
-            tokio::time::sleep(heartbeat / 4).await; // pacing
-        }
+        let ballots = voter.vote_until_accepted(&backup, heartbeat / 4).await;
         let status = backup.status();
         let last_heard = status.last_heard.expect("the backup heard the primary");
         let expiry = last_heard + heartbeat * 2;

@@ -41,15 +41,7 @@ async fn the_passive_takes_over_on_the_first_vote_two_heartbeats_after_the_activ
         let mut voter = Voter::new(&backup).await;
         let killed_at = Instant::now();
         primary.kill().await;
-        let mut ballots = Vec::new();
-        loop {
-            let ballot = voter.vote(&backup).await;
-            ballots.push(ballot);
-            if ballot.vote == Vote::Accept {
-                break;
-            }
-            tokio::time::sleep(VOTE_EVERY).await;
-        }
+        let ballots = voter.vote_until_accepted(&backup, VOTE_EVERY).await;
         let status = backup.status();
         let last_heard = status.last_heard.expect("the backup heard the primary");
         let expiry = last_heard + HEARTBEAT * 2;

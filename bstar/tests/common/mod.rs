@@ -221,6 +221,21 @@ impl Voter {
     }
 }
 
+impl Voter {
+    /// Votes every `pace` until a vote is accepted; every ballot, the accepted one last.
+    pub async fn vote_until_accepted(&mut self, node: &Node, pace: Duration) -> Vec<Ballot> {
+        let mut ballots = Vec::new();
+        loop {
+            let ballot = self.vote(node).await;
+            ballots.push(ballot);
+            if ballot.vote == Vote::Accept {
+                return ballots;
+            }
+            tokio::time::sleep(pace).await;
+        }
+    }
+}
+
 /// A stand-in peer: a PUB bound where a server's SUB connects, publishing whatever the test says.
 pub struct FakePeer {
     pub socket: Socket,
