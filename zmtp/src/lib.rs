@@ -33,6 +33,7 @@ mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod link;
 mod message;
 mod monitor;
 mod options;

@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::inlet::Inlet;
 use crate::error::ConnectionError;
-use crate::socket::pipe::{OutPipe, Outbound};
+use crate::link::pipe::{OutPipe, Outbound};
 use crate::transport::inproc::Rendezvous;
 
 /// Swaps inlets with the other end, then forwards until either end stops.
@@ -42,7 +42,7 @@ async fn forward(out: &OutPipe, to: &Inlet) -> Result<(), ConnectionError> {
     loop {
         out.wait_for_work().await;
         let more = out.drain(&mut items);
-        let handed_over = crate::socket::pipe::message_bytes(&items);
+        let handed_over = crate::link::pipe::message_bytes(&items);
         for item in items.drain(..) {
             match item {
                 Outbound::Message(msg) => {

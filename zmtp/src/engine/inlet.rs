@@ -6,9 +6,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::error::LimitError;
+use crate::link::peer_id::PeerId;
 use crate::message::Message;
 use crate::socket::core::Core;
-use crate::socket::peer_id::PeerId;
 use crate::wire::SocketType;
 
 /// The receiving side of one connection.

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ConnectionError;
+use crate::link::peer_id::PeerId;
 use crate::monitor::MonitorEvent;
 use crate::socket::core::Core;
-use crate::socket::peer_id::PeerId;
 use crate::transport::Conn;
 use crate::transport::inproc::{InprocConn, Rendezvous};
 

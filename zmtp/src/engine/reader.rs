@@ -11,9 +11,9 @@ use tokio_util::codec::Decoder;
 use super::Liveness;
 use super::inlet::Inlet;
 use crate::error::{ConnectionError, LimitError};
+use crate::link::pipe::{OutPipe, Outbound};
 use crate::message::Message;
 use crate::options::Options;
-use crate::socket::pipe::{OutPipe, Outbound};
 use crate::wire::curve::CurveDecoder;
 use crate::wire::{Command, FrameCodec};
 

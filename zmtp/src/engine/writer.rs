@@ -12,9 +12,9 @@ use tokio::time::{Instant, Sleep};
 
 use super::Liveness;
 use crate::error::ConnectionError;
+use crate::link::pipe::{OutPipe, Outbound};
 use crate::message::Message;
 use crate::options::Options;
-use crate::socket::pipe::{OutPipe, Outbound};
 use crate::wire::Command;
 use crate::wire::curve::CurveEncoder;
 use crate::wire::frame::{FLAG_MORE, encode_header};
@@ -97,7 +97,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
                 count += 1;
             }
             buf.reserve(bytes);
-            let payload = crate::socket::pipe::message_bytes(items.iter().take(count));
+            let payload = crate::link::pipe::message_bytes(items.iter().take(count));
             for item in items.drain(..count) {
                 encode_item(item, minor, encoder.as_mut(), &mut buf, &mut chunks)?;
             }

@@ -12,13 +12,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::inbox::{Inbox, Pushed};
 use super::pattern::{self, SendFlags, rep, req, router};
-use super::peer_id::PeerId;
-use super::pipe::{OutPipe, Outbound};
 pub(crate) use super::state::TrySend;
 use super::state::{Peer, ReqState, State};
 use super::subscriptions::Subscriptions;
-pub(crate) use super::waiters::Waiters;
 use crate::error::{ConnectionError, Error, LimitError, Result};
+use crate::link::peer_id::PeerId;
+use crate::link::pipe::{OutPipe, Outbound};
+pub(crate) use crate::link::waiters::Waiters;
 use crate::message::Message;
 use crate::options::Options;
 use crate::wire::{PeerInfo, SocketType};

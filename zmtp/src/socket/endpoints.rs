@@ -6,9 +6,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::core::{Core, LiveConnection};
-use super::peer_id::PeerId;
 use crate::engine::{self, ConnectionInfo};
 use crate::error::{ConnectionError, Result};
+use crate::link::peer_id::PeerId;
 use crate::monitor::MonitorEvent;
 use crate::transport::{self, Connection, Endpoint, Listener};
 

@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-pub(crate) use super::peer_id::PeerId;
-use super::peer_id::PeerMap;
 use super::subscriptions::Subscriptions;
-use super::waiters::Waiters;
+pub(crate) use crate::link::peer_id::PeerId;
+use crate::link::peer_id::PeerMap;
+use crate::link::waiters::Waiters;
 use crate::message::{Message, Properties};
 
 #[derive(Debug)]

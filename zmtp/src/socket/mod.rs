@@ -5,11 +5,8 @@ mod endpoints;
 pub(crate) mod inbox;
 pub(crate) mod mtrie;
 pub(crate) mod pattern;
-pub(crate) mod peer_id;
-pub(crate) mod pipe;
 pub(crate) mod state;
 mod subscriptions;
-mod waiters;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -14,7 +14,7 @@
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::peer_id::PeerId;
+use crate::link::peer_id::PeerId;
 
 #[derive(Debug, Default)]
 struct Node {

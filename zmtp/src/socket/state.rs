@@ -9,9 +9,9 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use super::mtrie::MTrie;
-use super::peer_id::{PeerId, PeerMap};
-use super::pipe::OutPipe;
 use super::subscriptions::Subscriptions;
+use crate::link::peer_id::{PeerId, PeerMap};
+use crate::link::pipe::OutPipe;
 use crate::message::Message;
 
 /// One peer: a live connection, or a connect-side slot waiting for (re)connection.

@@ -1,8 +1,8 @@
 //! Load balancing (libzmq's `lb`): each message to the next peer in round-robin order that has
 //! room, so a slow peer is skipped rather than waited for. DEALER and PUSH, and REQ underneath.
 
+use crate::link::peer_id::PeerId;
 use crate::message::Message;
-use crate::socket::peer_id::PeerId;
 use crate::socket::state::{State, TrySend};
 
 /// DEALER, PUSH: the message goes to the next peer with room, or waits if none has any.

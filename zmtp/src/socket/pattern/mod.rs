@@ -62,12 +62,12 @@ pub(crate) mod testing {
     use bytes::Bytes;
     use tokio_util::sync::CancellationToken;
 
+    use crate::link::peer_id::PeerId;
+    use crate::link::pipe::{OutPipe, Outbound};
+    use crate::link::waiters::Waiters;
     use crate::message::Message;
-    use crate::socket::peer_id::PeerId;
-    use crate::socket::pipe::{OutPipe, Outbound};
     use crate::socket::state::{Peer, State};
     use crate::socket::subscriptions::Subscriptions;
-    use crate::socket::waiters::Waiters;
 
     /// Adds a connected peer (message HWM `hwm`) with this routing id; returns its id.
     pub fn add_peer(state: &mut State, id: PeerId, routing_id: &'static str, hwm: usize) -> PeerId {

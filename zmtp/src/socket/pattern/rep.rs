@@ -2,8 +2,8 @@
 //! application answers; the reply goes back along it. One request at a time.
 
 use crate::error::{Error, Result};
+use crate::link::peer_id::PeerId;
 use crate::message::Message;
-use crate::socket::peer_id::PeerId;
 use crate::socket::state::{State, TrySend};
 
 pub(crate) fn send(state: &mut State, msg: Message) -> Result<TrySend> {

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use super::SendFlags;
 use super::lb::load_balance;
 use crate::error::{Error, Result};
+use crate::link::peer_id::PeerId;
 use crate::message::Message;
-use crate::socket::peer_id::PeerId;
 use crate::socket::state::{State, TrySend};
 
 pub(crate) fn send(state: &mut State, mut msg: Message, flags: &SendFlags) -> Result<TrySend> {

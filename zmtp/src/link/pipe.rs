@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     fn pipe(hwm: usize, hwm_bytes: usize) -> OutPipe {
-        OutPipe::new(hwm, hwm_bytes, false, Arc::new(super::super::waiters::Waiters::default()))
+        OutPipe::new(hwm, hwm_bytes, false, Arc::new(crate::link::waiters::Waiters::default()))
     }
 
     /// A one-frame message costing `cost` bytes (at least one frame's charge).
