@@ -7,16 +7,17 @@ use std::collections::VecDeque;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::host::Host;
 use super::inlet::Inlet;
 use crate::error::ConnectionError;
 use crate::link::pipe::{OutPipe, Outbound};
 use crate::transport::inproc::Rendezvous;
 
 /// Swaps inlets with the other end, then forwards until either end stops.
-pub(super) async fn run<R: AsyncRead + Unpin>(
+pub(super) async fn run<H: Host, R: AsyncRead + Unpin>(
     mut rd: R,
     out: &OutPipe,
-    ours: Inlet,
+    ours: Inlet<H>,
     rendezvous: Rendezvous,
 ) -> Result<(), ConnectionError> {
     // If the other end is already gone, its receiver is dropped and the stream ends below.
@@ -26,8 +27,9 @@ pub(super) async fn run<R: AsyncRead + Unpin>(
         end = other_end_gone(&mut rd) => return Err(end),
     };
     // Both ends are engines, so the other end handed over an inlet too.
-    let theirs =
-        theirs.downcast::<Inlet>().map_err(|_| ConnectionError::PeerViolation("inproc peer handed over no inlet"))?;
+    let theirs = theirs
+        .downcast::<Inlet<H>>()
+        .map_err(|_| ConnectionError::PeerViolation("inproc peer handed over no inlet"))?;
     tokio::select! {
         done = forward(out, &theirs) => done,
         end = other_end_gone(&mut rd) => Err(end),
@@ -36,7 +38,7 @@ pub(super) async fn run<R: AsyncRead + Unpin>(
 
 /// Moves everything queued for the other end into its socket, batch by batch, until this socket
 /// closes and its queue is empty.
-async fn forward(out: &OutPipe, to: &Inlet) -> Result<(), ConnectionError> {
+async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), ConnectionError> {
     let mut items = VecDeque::new();
     let mut batch = VecDeque::new();
     loop {

@@ -5,21 +5,21 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::host::Host;
 use crate::error::LimitError;
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
-use crate::socket::core::Core;
 use crate::wire::SocketType;
 
 /// The receiving side of one connection.
-pub(crate) struct Inlet {
-    pub core: Arc<Core>,
+pub(crate) struct Inlet<H> {
+    pub core: Arc<H>,
     pub peer: PeerId,
 }
 
-impl Inlet {
+impl<H: Host> Inlet<H> {
     fn publisher(&self) -> bool {
-        matches!(self.core.socket_type, SocketType::Pub | SocketType::XPub)
+        matches!(self.core.socket_type(), SocketType::Pub | SocketType::XPub)
     }
 
     /// A whole message from the peer, queued in `batch`. A subscription in message form (PUB/XPUB) is
@@ -31,7 +31,7 @@ impl Inlet {
             if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
                 return Some(msg);
             }
-            if self.core.socket_type != SocketType::XPub {
+            if self.core.socket_type() != SocketType::XPub {
                 return None;
             }
         }
@@ -56,7 +56,7 @@ impl Inlet {
             // XPUB delivers notices and data in arrival order: data received so far goes first.
             self.flush(batch).await;
             self.core.peer_subscription(self.peer, topic, subscribe)?;
-            if self.core.socket_type == SocketType::XPub {
+            if self.core.socket_type() == SocketType::XPub {
                 self.core.wait_below_hwm(self.peer).await;
             }
         }

@@ -3,9 +3,12 @@
 
 mod direct;
 mod handshake;
+mod host;
 mod inlet;
 mod reader;
 mod writer;
+
+pub(crate) use host::{Attached, Host};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 use crate::error::ConnectionError;
 use crate::link::peer_id::PeerId;
 use crate::monitor::MonitorEvent;
-use crate::socket::core::Core;
 use crate::transport::Conn;
 use crate::transport::inproc::{InprocConn, Rendezvous};
 
@@ -42,8 +44,8 @@ pub(crate) struct ConnectionInfo<'a> {
 
 /// Runs one connection to its end, reporting it to the socket's monitors. `slot` is the connect-side
 /// peer to attach to (kept across reconnects); bind-side connections create their peer on attach.
-pub(crate) async fn run<C: Conn>(
-    core: &Arc<Core>,
+pub(crate) async fn run<H: Host, C: Conn>(
+    core: &Arc<H>,
     slot: Option<PeerId>,
     conn: C,
     kill: CancellationToken,
@@ -54,8 +56,8 @@ pub(crate) async fn run<C: Conn>(
 
 /// [`run`] for an inproc connection: ZMTP for the handshake, then the shortcut if the other end is a
 /// socket too.
-pub(crate) async fn run_inproc(
-    core: &Arc<Core>,
+pub(crate) async fn run_inproc<H: Host>(
+    core: &Arc<H>,
     slot: Option<PeerId>,
     conn: InprocConn,
     kill: CancellationToken,
@@ -64,8 +66,8 @@ pub(crate) async fn run_inproc(
     run_with(core, slot, conn.stream, conn.rendezvous, kill, info).await
 }
 
-async fn run_with<C: Conn>(
-    core: &Arc<Core>,
+async fn run_with<H: Host, C: Conn>(
+    core: &Arc<H>,
     slot: Option<PeerId>,
     conn: C,
     rendezvous: Option<Rendezvous>,
@@ -76,7 +78,7 @@ async fn run_with<C: Conn>(
     let result = drive(core, slot, conn, rendezvous, kill, &info, &mut handshaken).await.map_err(Arc::new);
     if let Err(error) = &result {
         let (endpoint, peer, error) = (info.endpoint.to_owned(), info.peer_addr.to_owned(), error.clone());
-        core.monitors.emit(|| match handshaken {
+        core.monitors().emit(|| match handshaken {
             false => MonitorEvent::HandshakeFailed { endpoint, peer, error },
             true => MonitorEvent::Disconnected { endpoint, peer, error },
         });
@@ -86,15 +88,15 @@ async fn run_with<C: Conn>(
 
 /// A handshake in progress gives up when the socket closes, unless it is a connect-side peer that
 /// still has messages to deliver (LINGER then bounds it).
-async fn abandoned_on_close(core: &Core, slot: Option<PeerId>) {
-    core.closing.cancelled().await;
+async fn abandoned_on_close<H: Host>(core: &H, slot: Option<PeerId>) {
+    core.closing().cancelled().await;
     if slot.is_some_and(|s| core.slot_has_pending(s)) {
         std::future::pending::<()>().await;
     }
 }
 
-async fn drive<C: Conn>(
-    core: &Arc<Core>,
+async fn drive<H: Host, C: Conn>(
+    core: &Arc<H>,
     slot: Option<PeerId>,
     conn: C,
     rendezvous: Option<Rendezvous>,
@@ -104,7 +106,7 @@ async fn drive<C: Conn>(
 ) -> Result<(), ConnectionError> {
     let opts = core.options_snapshot();
     let (mut rd, mut wr) = conn.into_halves();
-    let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type, &opts, info.peer_addr);
+    let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type(), &opts, info.peer_addr);
     // Boxed: the handshake's state (about 2 KiB) is freed when it completes instead of staying in every
     // connection's task for its lifetime.
     let handshake = Box::pin(async {
@@ -118,7 +120,7 @@ async fn drive<C: Conn>(
     let done = tokio::select! {
         r = handshake => r?,
         _ = kill.cancelled() => return Err(ConnectionError::SocketClosed),
-        _ = abandoned_on_close(core, slot) => return Err(ConnectionError::SocketClosed),
+        _ = abandoned_on_close(&**core, slot) => return Err(ConnectionError::SocketClosed),
     };
     let handshake::Handshaken { info: peer_info, minor, read_buf, cipher } = done;
     // In a block of its own, so the peer's metadata is freed now rather than kept for the connection's
@@ -132,12 +134,12 @@ async fn drive<C: Conn>(
         // Emitted after the attach, so a peer is routable by the time its handshake is reported.
         let attached = core.attach(slot, &peer_info, minor, kill.clone());
         *handshaken = true;
-        core.monitors.emit(|| MonitorEvent::HandshakeSucceeded {
+        core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
             endpoint: info.endpoint.to_owned(),
             peer: info.peer_addr.to_owned(),
         });
         let attached = attached?;
-        core.inbox.set_properties(attached.peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));
+        core.set_peer_properties(attached.peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));
         let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer };
         (attached, inlet)
     };

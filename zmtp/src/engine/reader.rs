@@ -9,6 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::codec::Decoder;
 
 use super::Liveness;
+use super::host::Host;
 use super::inlet::Inlet;
 use crate::error::{ConnectionError, LimitError};
 use crate::link::pipe::{OutPipe, Outbound};
@@ -30,17 +31,17 @@ const MAX_READ: usize = 256 * 1024;
 const LARGE_FRAME: usize = 8 * 1024;
 
 /// Where the reader delivers, where it queues PONGs, and where it counts frames.
-pub(super) struct Link<'a> {
-    pub inlet: Inlet,
+pub(super) struct Link<'a, H> {
+    pub inlet: Inlet<H>,
     pub out: &'a OutPipe,
     pub liveness: &'a Liveness,
 }
 
-pub(super) async fn read_loop<R: AsyncRead + Unpin>(
+pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
     mut rd: R,
     mut buf: BytesMut,
     opts: &Options,
-    link: Link<'_>,
+    link: Link<'_, H>,
     mut decoder: Option<CurveDecoder>,
 ) -> Result<(), ConnectionError> {
     let Link { inlet, out, liveness } = link;

@@ -15,6 +15,7 @@ use super::pattern::{self, SendFlags, rep, req, router};
 pub(crate) use super::state::TrySend;
 use super::state::{Peer, ReqState, State};
 use super::subscriptions::Subscriptions;
+use crate::engine::{Attached, Host};
 use crate::error::{ConnectionError, Error, LimitError, Result};
 use crate::link::peer_id::PeerId;
 use crate::link::pipe::{OutPipe, Outbound};
@@ -70,13 +71,6 @@ pub(crate) struct HotOptions {
     pub immediate: std::sync::atomic::AtomicBool,
     pub xpub_nodrop: std::sync::atomic::AtomicBool,
     pub router_mandatory: std::sync::atomic::AtomicBool,
-}
-
-/// What a connection gets when it joins the socket.
-pub(crate) struct Attached {
-    pub peer: PeerId,
-    pub out: Arc<OutPipe>,
-    pub kill: CancellationToken,
 }
 
 impl Core {
@@ -530,5 +524,48 @@ impl Drop for LiveConnection {
         if self.0.connections.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.connections_done.notify_waiters();
         }
+    }
+}
+
+/// The engine's view of its socket: each call is the core's own method of that name.
+impl Host for Core {
+    fn socket_type(&self) -> SocketType {
+        self.socket_type
+    }
+    fn options_snapshot(&self) -> Arc<Options> {
+        Core::options_snapshot(self)
+    }
+    fn monitors(&self) -> &crate::monitor::Monitors {
+        &self.monitors
+    }
+    fn closing(&self) -> &CancellationToken {
+        &self.closing
+    }
+    fn slot_has_pending(&self, slot: PeerId) -> bool {
+        Core::slot_has_pending(self, slot)
+    }
+    fn attach(
+        &self,
+        slot: Option<PeerId>,
+        peer: &PeerInfo,
+        minor: u8,
+        kill: CancellationToken,
+    ) -> std::result::Result<Attached, ConnectionError> {
+        Core::attach(self, slot, peer, minor, kill)
+    }
+    fn set_peer_properties(&self, peer: PeerId, properties: Arc<crate::message::Properties>) {
+        self.inbox.set_properties(peer, properties);
+    }
+    fn detach(&self, peer: PeerId, keep: bool) {
+        Core::detach(self, peer, keep)
+    }
+    fn deliver(&self, peer: PeerId, batch: &mut VecDeque<Message>) -> impl std::future::Future<Output = ()> + Send {
+        Core::deliver(self, peer, batch)
+    }
+    fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> std::result::Result<(), LimitError> {
+        Core::peer_subscription(self, peer, topic, subscribe)
+    }
+    fn wait_below_hwm(&self, peer: PeerId) -> impl std::future::Future<Output = ()> + Send {
+        Core::wait_below_hwm(self, peer)
     }
 }

@@ -1,0 +1,56 @@
+//! What a connection needs from the socket it belongs to: the interface the engine owns, which the
+//! socket core implements. The engine never reaches into the socket's internals (its peer table,
+//! routing, inbox); it attaches, delivers, reports subscriptions and detaches through this.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{ConnectionError, LimitError};
+use crate::link::peer_id::PeerId;
+use crate::link::pipe::OutPipe;
+use crate::message::{Message, Properties};
+use crate::monitor::Monitors;
+use crate::options::Options;
+use crate::wire::{PeerInfo, SocketType};
+
+/// What a connection gets when its socket takes the peer in.
+pub(crate) struct Attached {
+    pub peer: PeerId,
+    /// Where the socket queues what this connection writes.
+    pub out: Arc<OutPipe>,
+    /// Cancelled when the socket wants this connection closed (handover, disconnect, close).
+    pub kill: CancellationToken,
+}
+
+/// The socket side of a connection.
+pub(crate) trait Host: Send + Sync + 'static {
+    fn socket_type(&self) -> SocketType;
+    /// The options the connection runs with (taken once, at its start).
+    fn options_snapshot(&self) -> Arc<Options>;
+    fn monitors(&self) -> &Monitors;
+    /// Cancelled when the socket starts closing.
+    fn closing(&self) -> &CancellationToken;
+    /// Whether a connect-side slot still has messages to deliver (a handshake then outlives close).
+    fn slot_has_pending(&self, slot: PeerId) -> bool;
+    /// Takes a handshaken peer in, or refuses it by the socket's own rules.
+    fn attach(
+        &self,
+        slot: Option<PeerId>,
+        peer: &PeerInfo,
+        minor: u8,
+        kill: CancellationToken,
+    ) -> Result<Attached, ConnectionError>;
+    /// The properties attached to messages from this peer from now on.
+    fn set_peer_properties(&self, peer: PeerId, properties: Arc<Properties>);
+    /// The connection ended; `keep` keeps a connect-side slot (and its queue) for a reconnect.
+    fn detach(&self, peer: PeerId, keep: bool);
+    /// Hands over a batch of received messages; waits while the peer's queue is at RCVHWM.
+    fn deliver(&self, peer: PeerId, batch: &mut VecDeque<Message>) -> impl Future<Output = ()> + Send;
+    /// A SUBSCRIBE/CANCEL from the peer; an error closes the connection.
+    fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError>;
+    /// Waits while the peer's inbound queue is at or over RCVHWM.
+    fn wait_below_hwm(&self, peer: PeerId) -> impl Future<Output = ()> + Send;
+}
