@@ -6,7 +6,7 @@
 //! EAGAIN, EFSM, EHOSTUNREACH…), and each drained sequence of messages. A mismatch is re-run once
 //! (both sides, a longer quiet window) before it counts, so a stalled machine does not fail the
 //! test; a confirmed one fails it with the scenario printed, unless it is listed in
-//! [`INTENTIONAL`] (also in zmtp/README.md, "Where zmtp differs from libzmq").
+//! [`INTENTIONAL`] (also in the README, "Where zmtp differs from libzmq").
 //!
 //! Run more locally: `DIFF_SCENARIOS=20000 DIFF_SEED=1000000 cargo test -p zmtp-tests --test differential -- --nocapture`.
 //! One scenario: `DIFF_SCENARIOS=1 DIFF_SEED=<seed>` (its steps and traces are printed on failure).
