@@ -56,6 +56,8 @@ async fn the_passive_takes_over_on_the_first_vote_two_heartbeats_after_the_activ
         assert!(accepted.observed >= expiry, "promoted before the peer expired");
         assert!(accepted.sent < expiry + VOTE_EVERY, "the first vote after expiry promotes: {accepted:?}");
         assert_eq!(status.state, State::Active);
+        // A count, not a clock: votes every VOTE_EVERY of virtual time were all rejected for at
+        // least the heartbeat between the last one heard and the kill.
         assert!(ballots.len() as u32 >= (HEARTBEAT.as_millis() / VOTE_EVERY.as_millis()) as u32, "{ballots:?}");
         let notices: Vec<_> =
             backup.notices().into_iter().filter(|n| !matches!(n, Notice::PeerAlive(_) | Notice::Request(_))).collect();

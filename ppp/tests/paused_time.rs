@@ -127,7 +127,8 @@ async fn a_request_held_past_the_timeout_goes_to_another_worker_and_the_holder_c
         let reply = recv(&client).await;
         assert_eq!(reply, Message::single("job-1"));
 
-        // The sink's next heartbeat brings it back: both workers idle, nothing stranded.
+        // The sink's next heartbeat brings it back: both workers idle, nothing stranded. The
+        // deadline is virtual time (the runtime's clock is paused), so load cannot make it fire.
         let deadline = Instant::now() + INTERVAL * 2;
         while q.stats().idle < 2 {
             assert!(Instant::now() < deadline, "the sink did not rejoin within two intervals: {:?}", q.stats());
