@@ -83,7 +83,7 @@ pub enum ConnectionError {
     /// Our socket's own rules turned the peer away (PAIR already connected, duplicate ROUTER
     /// identity): local policy, not a fault of the peer.
     #[error("peer refused by the socket: {0}")]
-    Refused(&'static str),
+    Refused(Refusal),
     /// The peer broke the protocol in a way no decoder names (an inproc peer that writes after
     /// the handshake).
     #[error("peer broke the protocol: {0}")]
@@ -97,6 +97,18 @@ pub enum ConnectionError {
     /// The peer went over one of the per-peer limits (frames per message, subscriptions).
     #[error("limit: {0}")]
     Limit(#[from] LimitError),
+}
+
+/// Which of our socket's rules turned a peer away ([`ConnectionError::Refused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// A PAIR socket takes one peer at a time.
+    #[error("PAIR socket already has a peer")]
+    PairTaken,
+    /// A ROUTER already has a peer with this routing id (and ROUTER_HANDOVER is off).
+    #[error("duplicate routing id")]
+    DuplicateRoutingId,
 }
 
 /// A per-peer limit a peer went over; the connection is closed (and, like other protocol errors,
@@ -202,7 +214,7 @@ mod tests {
     #[test]
     fn every_end_says_who_erred() {
         let cases = [
-            (ConnectionError::Refused("PAIR socket already has a peer"), Fault::Policy),
+            (ConnectionError::Refused(Refusal::PairTaken), Fault::Policy),
             (
                 ConnectionError::Handshake(HandshakeError::AuthFailed { status: 400, reason: "no".into() }),
                 Fault::Policy,

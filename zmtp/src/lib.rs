@@ -44,7 +44,7 @@ pub mod throttle;
 pub mod transport;
 pub mod wire;
 
-pub use error::{ConnectionError, Error, Fault, LimitError, Result};
+pub use error::{ConnectionError, Error, Fault, LimitError, Refusal, Result};
 pub use message::{Message, Properties};
 pub use monitor::{Monitor, MonitorEvent};
 pub use options::{

@@ -256,13 +256,7 @@ impl Socket {
     }
 
     fn subscription(&self, prefix: &[u8], on: bool) -> Result<()> {
-        match self.socket_type() {
-            SocketType::Sub | SocketType::XSub => {
-                self.inner.core.local_subscription(prefix, on);
-                Ok(())
-            }
-            other => Err(Error::NotSupported(other)),
-        }
+        self.inner.core.local_subscription(prefix, on)
     }
 
     /// Closes the socket: stops accepting and reconnecting, waits up to LINGER for queued messages to
@@ -334,7 +328,7 @@ impl Socket {
 
     /// ROUTER: the routing ids of currently connected peers.
     pub fn peer_routing_ids(&self) -> Vec<Bytes> {
-        self.inner.core.state().routes.keys().cloned().collect()
+        self.inner.core.routing_ids()
     }
 
     option!(

@@ -1,15 +1,14 @@
 //! What a socket knows behind its core's one lock: its peers (live connections and connect-side
-//! slots), their order for load balancing, ROUTER routes, subscriptions both ways, and REQ/REP
-//! state. Plain data: the pattern rules that read and change it are in `pattern/`.
+//! slots) in load-balancing order, and its pattern with the pattern's own state (ROUTER's routes,
+//! PUB's subscriptions, REQ's outstanding request, ...). The peers are plain data; the rules that
+//! read and change them are the pattern's, in `pattern/`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use super::mtrie::MTrie;
-use super::subscriptions::Subscriptions;
+use super::pattern::Pattern;
 use crate::link::peer_id::{PeerId, PeerMap};
 use crate::link::pipe::OutPipe;
 use crate::message::Message;
@@ -18,9 +17,6 @@ use crate::message::Message;
 #[derive(Debug)]
 pub(crate) struct Peer {
     pub out: Arc<OutPipe>,
-    pub routing_id: Bytes,
-    /// PUB: the prefixes this peer subscribed to.
-    pub subscriptions: Subscriptions,
     pub connected: bool,
     /// The peer's ZMTP minor version (subscription encoding).
     pub minor: u8,
@@ -30,42 +26,39 @@ pub(crate) struct Peer {
     pub persistent: bool,
     /// CONNECT_ROUTING_ID given to this connect-side peer (ROUTER).
     pub assigned_routing_id: Option<Bytes>,
-    /// PUB/XPUB: the last send delivered to this peer (see [`State::send_stamp`]).
-    pub sent_stamp: u64,
 }
 
+/// Every peer of a socket, and the round-robin order load balancing (and PAIR) walks.
 #[derive(Debug, Default)]
-pub(crate) struct ReqState {
-    /// The peer the outstanding request went to.
-    pub awaiting: Option<PeerId>,
-    /// REQ_CORRELATE: the id of the outstanding request, sent as 4 bytes in the host's byte
-    /// order (libzmq copies its `uint32_t` as is).
-    pub request_id: u32,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct RepState {
-    /// The peer and envelope of the request being answered.
-    pub pending: Option<(PeerId, Message)>,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    pub peers: PeerMap<Peer>,
-    /// Peers in round-robin order (load balancing, PAIR).
+pub(crate) struct Peers {
+    pub map: PeerMap<Peer>,
+    /// Peers in round-robin order, each with its pipe (one lookup less per send).
     pub order: Vec<(PeerId, Arc<OutPipe>)>,
+    /// Where the next round-robin send starts.
     pub cursor: usize,
-    /// ROUTER: routing id → peer.
-    pub routes: HashMap<Bytes, PeerId>,
-    pub next_generated_id: u32,
-    /// SUB/XSUB: our subscriptions, refcounted.
-    pub subscriptions: Subscriptions,
-    /// PUB/XPUB: every peer's subscriptions.
-    pub mtrie: MTrie,
-    /// PUB/XPUB: numbers each send, for [`Peer::sent_stamp`].
-    pub send_stamp: u64,
-    pub req: ReqState,
-    pub rep: RepState,
+}
+
+impl Peers {
+    pub fn insert(&mut self, id: PeerId, peer: Peer) {
+        self.order.push((id, peer.out.clone()));
+        self.map.insert(id, peer);
+    }
+
+    pub fn remove(&mut self, id: PeerId) -> Option<Peer> {
+        self.order.retain(|(p, _)| *p != id);
+        self.map.remove(&id)
+    }
+
+    /// Whether some peer other than `except` has a live connection.
+    pub fn any_connected_but(&self, except: Option<PeerId>) -> bool {
+        self.map.iter().any(|(id, p)| p.connected && Some(*id) != except)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub peers: Peers,
+    pub pattern: Box<dyn Pattern>,
     pub closed: bool,
 }
 

@@ -79,12 +79,6 @@ impl Subscriptions {
         self.prefixes.keys()
     }
 
-    pub fn clear(&mut self) {
-        self.prefixes.clear();
-        self.lengths.clear();
-        self.bytes = 0;
-    }
-
     /// Distinct prefixes.
     pub fn len(&self) -> usize {
         self.prefixes.len()

@@ -1,43 +1,137 @@
-//! Distribution (libzmq's `dist`): PUB/XPUB send a message to every subscriber with a matching
-//! prefix, once each, dropping it for one at its HWM (or, with XPUB_NODROP, waiting while any
-//! matching subscriber is full); XSUB sends to every publisher.
+//! Distribution (libzmq's `dist` over its `mtrie`): PUB/XPUB send a message to every subscriber
+//! with a matching prefix, once each, dropping it for one at its HWM (or, with XPUB_NODROP,
+//! waiting while any matching subscriber is full); XSUB sends to every publisher.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::LimitError;
+use crate::link::peer_id::{PeerId, PeerMap};
+use crate::link::pipe::OutPipe;
 use crate::message::Message;
-use crate::socket::state::{State, TrySend};
+use crate::socket::mtrie::MTrie;
+use crate::socket::state::{Peers, TrySend};
+use crate::socket::subscriptions::Subscriptions;
 
-pub(crate) fn publish(state: &mut State, msg: Message, nodrop: bool) -> TrySend {
-    let topic = msg.first().expect("non-empty");
-    // NODROP is honoured by PUB too: libzmq's PUB is an XPUB underneath.
-    if nodrop {
-        let mut full = false;
-        state.mtrie.for_each_match(topic, |id| {
-            full |= state.peers.get(&id).is_some_and(|p| p.connected && !p.out.has_room());
-        });
-        if full {
-            return TrySend::Full(msg);
-        }
-    }
-    // A peer subscribed to several matching prefixes gets the message once: each delivery stamps
-    // the peer with this send's number (no per-message list to collect and sort).
-    let State { mtrie, peers, send_stamp, .. } = state;
-    *send_stamp += 1;
-    let stamp = *send_stamp;
-    // A subscriber at its HWM loses the message (libzmq PUB semantics) unless NODROP.
-    mtrie.for_each_match(topic, |id| {
-        if let Some(p) = peers.get_mut(&id)
-            && p.connected
-            && p.sent_stamp != stamp
-        {
-            p.sent_stamp = stamp;
-            let _ = p.out.try_push(msg.clone());
-        }
-    });
-    TrySend::Sent
+/// A connected subscriber.
+#[derive(Debug)]
+struct Subscriber {
+    out: Arc<OutPipe>,
+    /// Its prefixes (a set: libzmq does not refcount a peer's duplicate subscribes).
+    topics: Subscriptions,
+    /// The last send delivered to it (see [`Distributor::send_stamp`]).
+    sent_stamp: u64,
 }
 
-/// XSUB: every publisher gets every (non-subscription) message.
-pub(crate) fn to_all(state: &mut State, msg: Message) -> TrySend {
-    for p in state.peers.values() {
+/// Every connected subscriber's prefixes, and the trie that finds the matching ones.
+#[derive(Debug, Default)]
+pub(crate) struct Distributor {
+    subscribers: PeerMap<Subscriber>,
+    mtrie: MTrie,
+    /// Numbers each send: a subscriber matched by several of its prefixes is sent a message once,
+    /// marked with the send's number, instead of collecting and deduplicating a target list.
+    send_stamp: u64,
+}
+
+/// What a subscription change did to the trie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// The first subscriber of this prefix.
+    First,
+    /// Another subscriber (or the same one again) of a prefix already wanted.
+    More,
+    /// The last subscriber of this prefix left.
+    Last,
+    /// One of several subscribers left.
+    Fewer,
+    /// A cancel of a prefix this peer had not subscribed to.
+    Unknown,
+}
+
+/// The per-peer subscription limits (`max_subscriptions`, `max_subscription_bytes`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Limits {
+    pub count: Option<usize>,
+    pub bytes: Option<usize>,
+}
+
+impl Distributor {
+    pub fn join(&mut self, id: PeerId, out: Arc<OutPipe>) {
+        self.subscribers.insert(id, Subscriber { out, topics: Subscriptions::default(), sent_stamp: 0 });
+    }
+
+    /// `id` subscribed to `topic`; `None` if it is not a subscriber (any more).
+    pub fn subscribe(&mut self, id: PeerId, topic: &[u8], limits: Limits) -> Result<Option<Change>, LimitError> {
+        let Some(s) = self.subscribers.get_mut(&id) else { return Ok(None) };
+        if !s.topics.contains(topic) {
+            if let Some(limit) = limits.count
+                && s.topics.len() >= limit
+            {
+                return Err(LimitError::Subscriptions { limit });
+            }
+            if let Some(limit) = limits.bytes
+                && s.topics.bytes() + topic.len() > limit
+            {
+                return Err(LimitError::SubscriptionBytes { limit });
+            }
+        }
+        s.topics.insert_once(topic);
+        let (first, _) = self.mtrie.add(topic, id);
+        Ok(Some(if first { Change::First } else { Change::More }))
+    }
+
+    /// `id` cancelled `topic`; `None` if it is not a subscriber (any more).
+    pub fn unsubscribe(&mut self, id: PeerId, topic: &[u8]) -> Option<Change> {
+        let s = self.subscribers.get_mut(&id)?;
+        s.topics.remove_all(topic);
+        Some(self.remove(id, topic))
+    }
+
+    fn remove(&mut self, id: PeerId, topic: &[u8]) -> Change {
+        match self.mtrie.remove(topic, id) {
+            (false, _) => Change::Unknown,
+            (true, true) => Change::Last,
+            (true, false) => Change::Fewer,
+        }
+    }
+
+    /// `id` left: its prefixes go, each with what its leaving did.
+    pub fn leave(&mut self, id: PeerId) -> Vec<(Bytes, Change)> {
+        let Some(s) = self.subscribers.remove(&id) else { return Vec::new() };
+        s.topics.iter().map(|topic| (topic.clone(), self.remove(id, topic))).collect()
+    }
+
+    /// Sends `msg` to every subscriber with a prefix of its first frame, once each.
+    pub fn publish(&mut self, msg: Message, nodrop: bool) -> TrySend {
+        let topic = msg.first().expect("non-empty");
+        let Distributor { subscribers, mtrie, send_stamp } = self;
+        if nodrop {
+            let mut full = false;
+            mtrie.for_each_match(topic, |id| {
+                full |= subscribers.get(&id).is_some_and(|s| !s.out.has_room());
+            });
+            if full {
+                return TrySend::Full(msg);
+            }
+        }
+        *send_stamp += 1;
+        let stamp = *send_stamp;
+        mtrie.for_each_match(topic, |id| {
+            if let Some(s) = subscribers.get_mut(&id)
+                && s.sent_stamp != stamp
+            {
+                s.sent_stamp = stamp;
+                let _ = s.out.try_push(msg.clone());
+            }
+        });
+        TrySend::Sent
+    }
+}
+
+/// XSUB: every message to every publisher (queued for those not connected yet).
+pub(crate) fn to_all(peers: &Peers, msg: Message) -> TrySend {
+    for p in peers.map.values() {
         let _ = p.out.try_push(msg.clone());
     }
     TrySend::Sent
@@ -46,40 +140,86 @@ pub(crate) fn to_all(state: &mut State, msg: Message) -> TrySend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::socket::pattern::testing::{add_peer, msg, taken};
+    use crate::link::waiters::Waiters;
+    use crate::socket::pattern::testing::{frames, msg};
+    use std::collections::VecDeque;
+
+    fn pipe(hwm: usize) -> Arc<OutPipe> {
+        Arc::new(OutPipe::new(hwm, 0, false, Arc::new(Waiters::default())))
+    }
+
+    fn taken(out: &OutPipe) -> Vec<Vec<String>> {
+        let mut items = VecDeque::new();
+        out.drain(&mut items);
+        items
+            .into_iter()
+            .filter_map(|i| match i {
+                crate::link::pipe::Outbound::Message(m) => Some(frames(&m)),
+                _ => None,
+            })
+            .collect()
+    }
 
     #[test]
     fn each_matching_subscriber_once_and_a_full_one_loses_it() {
-        let mut s = State::default();
-        let (a, b, c) = (add_peer(&mut s, 1, "", 10), add_peer(&mut s, 2, "", 1), add_peer(&mut s, 3, "", 10));
-        s.mtrie.add(b"weather", a);
-        s.mtrie.add(b"weather.paris", a); // two matching prefixes: still one copy
-        s.mtrie.add(b"", b);
-        s.mtrie.add(b"sport", c);
+        let mut d = Distributor::default();
+        let (a, b, c) = (pipe(10), pipe(1), pipe(10));
+        d.join(1, a.clone());
+        d.join(2, b.clone());
+        d.join(3, c.clone());
+        let none = Limits::default();
+        d.subscribe(1, b"weather", none).unwrap();
+        d.subscribe(1, b"weather.paris", none).unwrap(); // two matching prefixes: still one copy
+        d.subscribe(2, b"", none).unwrap();
+        d.subscribe(3, b"sport", none).unwrap();
         for body in ["weather.paris 12C", "weather.oslo 3C"] {
-            assert!(matches!(publish(&mut s, msg(&[body]), false), TrySend::Sent));
+            assert!(matches!(d.publish(msg(&[body]), false), TrySend::Sent));
         }
-        assert_eq!(taken(&s, a), [["weather.paris 12C"], ["weather.oslo 3C"]]);
-        assert_eq!(taken(&s, b), [["weather.paris 12C"]], "HWM 1: the second is dropped");
-        assert!(taken(&s, c).is_empty());
+        assert_eq!(taken(&a), [["weather.paris 12C"], ["weather.oslo 3C"]]);
+        assert_eq!(taken(&b), [["weather.paris 12C"]], "HWM 1: the second is dropped");
+        assert!(taken(&c).is_empty());
     }
 
     #[test]
     fn nodrop_waits_while_a_matching_subscriber_is_full() {
-        let mut s = State::default();
-        let a = add_peer(&mut s, 1, "", 1);
-        s.mtrie.add(b"t", a);
-        assert!(matches!(publish(&mut s, msg(&["t1"]), true), TrySend::Sent));
-        assert!(matches!(publish(&mut s, msg(&["t2"]), true), TrySend::Full(_)));
-        assert!(matches!(publish(&mut s, msg(&["other"]), true), TrySend::Sent), "no match: no wait");
-        assert_eq!(taken(&s, a), [["t1"]]);
+        let mut d = Distributor::default();
+        let a = pipe(1);
+        d.join(1, a.clone());
+        d.subscribe(1, b"t", Limits::default()).unwrap();
+        assert!(matches!(d.publish(msg(&["t1"]), true), TrySend::Sent));
+        assert!(matches!(d.publish(msg(&["t2"]), true), TrySend::Full(_)));
+        assert!(matches!(d.publish(msg(&["other"]), true), TrySend::Sent), "no match: no wait");
+        assert_eq!(taken(&a), [["t1"]]);
     }
 
     #[test]
-    fn xsub_sends_everything_to_every_publisher() {
-        let mut s = State::default();
-        let (a, b) = (add_peer(&mut s, 1, "", 10), add_peer(&mut s, 2, "", 10));
-        assert!(matches!(to_all(&mut s, msg(&["m"])), TrySend::Sent));
-        assert_eq!((taken(&s, a), taken(&s, b)), (vec![vec!["m".to_owned()]], vec![vec!["m".to_owned()]]));
+    fn changes_say_first_and_last_and_a_leaver_takes_its_prefixes() {
+        let mut d = Distributor::default();
+        let none = Limits::default();
+        d.join(1, pipe(10));
+        d.join(2, pipe(10));
+        assert_eq!(d.subscribe(1, b"a", none).unwrap(), Some(Change::First));
+        assert_eq!(d.subscribe(2, b"a", none).unwrap(), Some(Change::More));
+        assert_eq!(d.subscribe(1, b"a", none).unwrap(), Some(Change::More), "a duplicate is not a second");
+        assert_eq!(d.unsubscribe(1, b"a"), Some(Change::Fewer));
+        assert_eq!(d.unsubscribe(1, b"a"), Some(Change::Unknown));
+        assert_eq!(d.subscribe(9, b"a", none).unwrap(), None, "not a subscriber");
+        assert_eq!(d.leave(2), [(Bytes::from_static(b"a"), Change::Last)]);
+        let p = pipe(10);
+        d.join(3, p.clone());
+        d.publish(msg(&["a"]), false);
+        assert!(taken(&p).is_empty(), "nobody wants a any more");
+    }
+
+    #[test]
+    fn limits_count_distinct_prefixes_and_their_bytes() {
+        let mut d = Distributor::default();
+        d.join(1, pipe(10));
+        let limits = Limits { count: Some(2), bytes: Some(5) };
+        d.subscribe(1, b"ab", limits).unwrap();
+        d.subscribe(1, b"ab", limits).unwrap();
+        assert!(matches!(d.subscribe(1, b"cdef", limits), Err(LimitError::SubscriptionBytes { limit: 5 })));
+        d.subscribe(1, b"cd", limits).unwrap();
+        assert!(matches!(d.subscribe(1, b"e", limits), Err(LimitError::Subscriptions { limit: 2 })));
     }
 }

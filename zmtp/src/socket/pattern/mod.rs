@@ -1,32 +1,48 @@
-//! The socket patterns' rules, one module each, over the socket's [`State`]: what a send does
-//! (which peer or peers get the message, what is added to it, when it must wait) and what a
-//! receive makes of a message taken from the inbox. The strategies patterns share are modules of
-//! their own: load balancing ([`lb`]) and distribution by subscription ([`dist`]). No sockets and
-//! no runtime here, so each rule is unit-tested by building a state and feeding it messages.
+//! The socket patterns, one module each behind the [`Pattern`] trait: what a pattern does when a
+//! connection asks to join and when it has joined, when it leaves, on a send, on a receive and on a
+//! subscription. Each pattern owns the state only it needs (ROUTER its routes, PUB its subscribers'
+//! prefixes, REQ its outstanding request); the peers all patterns share are [`Peers`]. The
+//! strategies patterns share are modules of their own: load balancing ([`lb`]) and distribution by
+//! subscription ([`dist`]); fair queueing is the socket's inbox. No sockets and no runtime here, so
+//! each pattern is unit-tested by feeding it peer events.
 //!
-//! | type | send | receive |
-//! |---|---|---|
-//! | PAIR | [`pair`]: the one peer | as queued |
-//! | DEALER, PUSH | [`lb`]: round-robin over peers with room | fair-queued (the inbox) |
-//! | REQ | [`req`]: an empty delimiter (and REQ_CORRELATE id), load-balanced, one at a time | only the awaited peer's reply |
-//! | REP | [`rep`]: back along the request's envelope | the envelope kept for the reply |
-//! | ROUTER | [`router`]: by routing id (ROUTER_MANDATORY) | the sender's routing id first |
-//! | PUB, XPUB | [`dist`]: every matching subscriber, once (XPUB_NODROP) | XPUB: notices and messages |
-//! | XSUB | [`dist`]: every publisher | as queued |
+//! | type | module | send | receive |
+//! |---|---|---|---|
+//! | PAIR | [`pair`] | the one peer (a second is refused) | as queued |
+//! | DEALER | [`dealer`] | [`lb`]: round-robin over peers with room | fair-queued (the inbox) |
+//! | PUSH, PULL | [`pipeline`] | PUSH: [`lb`] | PULL: fair-queued |
+//! | REQ | [`req`] | an empty delimiter (and REQ_CORRELATE id), [`lb`], one at a time | only the awaited peer's reply |
+//! | REP | [`rep`] | back along the request's envelope | the envelope kept for the reply |
+//! | ROUTER | [`router`] | by routing id (ROUTER_MANDATORY) | the sender's routing id first |
+//! | PUB, XPUB | [`xpub`] | [`dist`]: every matching subscriber, once (XPUB_NODROP) | XPUB: notices and messages |
+//! | SUB, XSUB | [`xsub`] | XSUB: subscriptions, and everything to every publisher | SUB: filtered |
+//!
+//! Not every rule is here: a SUB's receive-side filter is the inbox's (it must drop what is already
+//! queued when a subscription goes), and which peer *commands* a socket heeds is the engine's.
 
+pub(crate) mod dealer;
 pub(crate) mod dist;
 pub(crate) mod lb;
 pub(crate) mod pair;
+pub(crate) mod pipeline;
 pub(crate) mod rep;
 pub(crate) mod req;
 pub(crate) mod router;
+pub(crate) mod xpub;
+pub(crate) mod xsub;
 
-use super::state::{State, TrySend};
-use crate::error::{Error, Result};
+use std::fmt;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::state::{Peers, TrySend};
+use crate::error::{ConnectionError, Error, LimitError, Result};
+use crate::link::peer_id::PeerId;
 use crate::message::Message;
+use crate::options::Options;
 use crate::wire::SocketType;
 
-/// The options a send reads, taken once per send.
+/// The options a send reads, taken once per send (atomics, not the options lock).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SendFlags {
     pub immediate: bool,
@@ -36,25 +52,132 @@ pub(crate) struct SendFlags {
     pub req_correlate: bool,
 }
 
-/// One non-blocking send of a (non-empty) message with `kind`'s rule. XSUB's subscription
-/// messages are the socket's business (they change its own subscriptions), not this.
-#[inline]
-pub(crate) fn send(kind: SocketType, state: &mut State, msg: Message, flags: &SendFlags) -> Result<TrySend> {
-    match kind {
-        SocketType::Dealer | SocketType::Push => Ok(lb::send(state, msg, flags.immediate)),
-        SocketType::Pair => Ok(pair::send(state, msg)),
-        SocketType::Req => req::send(state, msg, flags),
-        SocketType::Rep => rep::send(state, msg),
-        SocketType::Router => router::send(state, msg, flags.router_mandatory),
-        SocketType::Pub | SocketType::XPub => Ok(dist::publish(state, msg, flags.xpub_nodrop)),
-        SocketType::XSub => Ok(dist::to_all(state, msg)),
-        SocketType::Sub | SocketType::Pull => Err(Error::NotSupported(kind)),
+/// What a receive does with a message taken from the inbox. Fixed per pattern, so the socket takes
+/// its lock on a receive only for the patterns that keep receive state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecvRule {
+    /// This type never receives (PUSH, PUB).
+    NotSupported,
+    /// The message as queued.
+    AsQueued,
+    /// The sender's routing id as a first frame (ROUTER).
+    RoutingIdFirst,
+    /// [`Pattern::check_recv`] before and [`Pattern::on_recv`] on each message (REQ, REP).
+    Stateful,
+}
+
+/// A message the socket's own application is told of, queued as if `from` had sent it (XPUB's
+/// subscription notices).
+pub(crate) type Notice = (PeerId, Message);
+
+/// One socket pattern's rules and state. Every hook but `send` has the default of a pattern that
+/// does nothing there.
+pub(crate) trait Pattern: Send + Sync + fmt::Debug {
+    /// Whether a connection that finished its handshake may join (`slot`: the connect-side peer it
+    /// fills), and the routing id it joins under (ROUTER). Called before the peer exists.
+    fn admit(
+        &mut self,
+        _peers: &Peers,
+        _slot: Option<PeerId>,
+        _announced: &Bytes,
+        _options: &Options,
+    ) -> Result<Option<Bytes>, ConnectionError> {
+        Ok(None)
     }
+
+    /// The connection joined as `id` under `routing_id` (from [`Pattern::admit`]): what it is
+    /// sent first.
+    fn attached(&mut self, _peers: &Peers, _id: PeerId, _routing_id: Option<Bytes>, _options: &Options) {}
+
+    /// `id`'s connection ended; `removed`: the peer goes too (else its connect-side slot stays
+    /// for the reconnect). Called while `id` is still in the peers.
+    fn detached(&mut self, _id: PeerId, _removed: bool, _options: &Options, _notices: &mut Vec<Notice>) {}
+
+    /// One non-blocking send of a non-empty message.
+    fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags) -> Result<TrySend>;
+
+    fn recv_rule(&self) -> RecvRule {
+        RecvRule::AsQueued
+    }
+
+    /// Whether a receive is allowed now ([`RecvRule::Stateful`] only).
+    fn check_recv(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// What the application gets of a message `from` sent, or `None` to skip it
+    /// ([`RecvRule::Stateful`] only).
+    fn on_recv(&mut self, _from: PeerId, msg: Message, _correlate: bool) -> Option<Message> {
+        Some(msg)
+    }
+
+    /// A SUBSCRIBE/CANCEL from a peer; a notice for the application if the pattern tells it.
+    /// Beyond the peer's limits it is an error, and the connection is closed.
+    fn peer_subscription(
+        &mut self,
+        _peer: PeerId,
+        _topic: &[u8],
+        _subscribe: bool,
+        _options: &Options,
+    ) -> Result<Option<Notice>, LimitError> {
+        Ok(None)
+    }
+
+    /// `subscribe()` / `unsubscribe()` by the application (SUB, XSUB).
+    fn local_subscription(&mut self, _peers: &Peers, _topic: &[u8], _subscribe: bool) -> Result<()> {
+        Err(Error::NotSupported(self.socket_type()))
+    }
+
+    /// ROUTER: the peer with this routing id.
+    fn peer_by_routing_id(&self, _routing_id: &[u8]) -> Option<PeerId> {
+        None
+    }
+
+    /// ROUTER: the routing ids of connected peers.
+    fn routing_ids(&self) -> Vec<Bytes> {
+        Vec::new()
+    }
+
+    fn socket_type(&self) -> SocketType;
+}
+
+/// The pattern of a new socket of this type.
+pub(crate) fn for_type(kind: SocketType) -> Box<dyn Pattern> {
+    match kind {
+        SocketType::Pair => Box::new(pair::Pair),
+        SocketType::Dealer => Box::new(dealer::Dealer),
+        SocketType::Push => Box::new(pipeline::Push),
+        SocketType::Pull => Box::new(pipeline::Pull),
+        SocketType::Req => Box::new(req::Req::new()),
+        SocketType::Rep => Box::new(rep::Rep::default()),
+        SocketType::Router => Box::new(router::Router::new()),
+        SocketType::Pub => Box::new(xpub::XPub::new(false)),
+        SocketType::XPub => Box::new(xpub::XPub::new(true)),
+        SocketType::Sub => Box::new(xsub::XSub::new(false)),
+        SocketType::XSub => Box::new(xsub::XSub::new(true)),
+    }
+}
+
+/// PROBE_ROUTER: an empty message to a new peer, so a ROUTER learns of us before we send.
+pub(crate) fn probe(peers: &Peers, id: PeerId, options: &Options) {
+    if options.probe_router
+        && let Some(p) = peers.map.get(&id)
+    {
+        let _ = p.out.try_push(Message::single(Bytes::new()));
+    }
+}
+
+/// `\x01topic` / `\x00topic`, the message form of a subscription change.
+pub(crate) fn subscription_message(topic: &[u8], subscribe: bool) -> Message {
+    let mut frame = BytesMut::with_capacity(topic.len() + 1);
+    frame.put_u8(subscribe as u8);
+    frame.put_slice(topic);
+    Message::single(frame.freeze())
 }
 
 #[cfg(test)]
 pub(crate) mod testing {
-    //! A state with peers whose queues the tests read, no runtime needed.
+    //! Peers whose queues the tests read, joined and left through a pattern's hooks; no runtime.
 
     use std::collections::VecDeque;
     use std::sync::Arc;
@@ -62,52 +185,99 @@ pub(crate) mod testing {
     use bytes::Bytes;
     use tokio_util::sync::CancellationToken;
 
+    use super::{Notice, Pattern};
+    use crate::error::ConnectionError;
     use crate::link::peer_id::PeerId;
     use crate::link::pipe::{OutPipe, Outbound};
     use crate::link::waiters::Waiters;
     use crate::message::Message;
-    use crate::socket::state::{Peer, State};
-    use crate::socket::subscriptions::Subscriptions;
+    use crate::options::Options;
+    use crate::socket::state::{Peer, Peers};
 
-    /// Adds a connected peer (message HWM `hwm`) with this routing id; returns its id.
-    pub fn add_peer(state: &mut State, id: PeerId, routing_id: &'static str, hwm: usize) -> PeerId {
-        let out = Arc::new(OutPipe::new(hwm, 0, false, Arc::new(Waiters::default())));
-        state.peers.insert(
-            id,
-            Peer {
-                out: out.clone(),
-                routing_id: Bytes::from_static(routing_id.as_bytes()),
-                subscriptions: Subscriptions::default(),
+    /// A connection `id` (message HWM `hwm`) announcing `identity` asks to join; its routing id.
+    pub fn join(
+        pattern: &mut dyn Pattern,
+        peers: &mut Peers,
+        id: PeerId,
+        identity: &'static str,
+        hwm: usize,
+        options: &Options,
+    ) -> Result<Option<Bytes>, ConnectionError> {
+        let slot = peers.map.contains_key(&id).then_some(id);
+        let routing_id = pattern.admit(peers, slot, &Bytes::from_static(identity.as_bytes()), options)?;
+        if slot.is_none() {
+            let out = Arc::new(OutPipe::new(hwm, 0, false, Arc::new(Waiters::default())));
+            let peer = Peer {
+                out,
                 connected: true,
                 minor: 1,
                 kill: CancellationToken::new(),
                 persistent: false,
                 assigned_routing_id: None,
-                sent_stamp: 0,
-            },
-        );
-        state.order.push((id, out));
-        if !routing_id.is_empty() {
-            state.routes.insert(Bytes::from_static(routing_id.as_bytes()), id);
+            };
+            peers.insert(id, peer);
         }
+        peers.map.get_mut(&id).expect("joined").connected = true;
+        pattern.attached(peers, id, routing_id.clone(), options);
+        Ok(routing_id)
+    }
+
+    /// [`join`] with default options, which must succeed.
+    pub fn add_peer(
+        pattern: &mut dyn Pattern,
+        peers: &mut Peers,
+        id: PeerId,
+        identity: &'static str,
+        hwm: usize,
+    ) -> PeerId {
+        join(pattern, peers, id, identity, hwm, &Options::default()).expect("admitted");
         id
     }
 
-    /// Everything queued for a peer, as text frames.
-    pub fn taken(state: &State, id: PeerId) -> Vec<Vec<String>> {
+    /// `id` leaves (and is removed unless `keep`); the notices it caused.
+    pub fn leave(
+        pattern: &mut dyn Pattern,
+        peers: &mut Peers,
+        id: PeerId,
+        keep: bool,
+        options: &Options,
+    ) -> Vec<Notice> {
+        let mut notices = Vec::new();
+        pattern.detached(id, !keep, options, &mut notices);
+        if keep {
+            peers.map.get_mut(&id).expect("kept").connected = false;
+        } else {
+            peers.remove(id);
+        }
+        notices
+    }
+
+    /// Everything queued for a peer, as text frames (commands as `["SUBSCRIBE", topic]`).
+    pub fn taken(peers: &Peers, id: PeerId) -> Vec<Vec<String>> {
         let mut items = VecDeque::new();
-        state.peers[&id].out.drain(&mut items);
+        peers.map[&id].out.drain(&mut items);
         items
             .into_iter()
             .filter_map(|item| match item {
                 Outbound::Message(m) => Some(frames(&m)),
+                Outbound::Subscribe(topic, on) => {
+                    Some(vec![if on { "SUBSCRIBE" } else { "CANCEL" }.to_owned(), text(&topic)])
+                }
                 _ => None,
             })
             .collect()
     }
 
+    pub fn text(frame: &[u8]) -> String {
+        String::from_utf8_lossy(frame).into_owned()
+    }
+
     pub fn frames(m: &Message) -> Vec<String> {
-        m.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect()
+        m.iter().map(|f| text(f)).collect()
+    }
+
+    pub fn notices(list: &[Notice]) -> Vec<(PeerId, String)> {
+        list.iter().map(|(id, m)| (*id, frames(m).concat().replace('\x01', "+").replace('\x00', "-"))).collect()
     }
 
     pub fn msg(frames: &[&'static str]) -> Message {

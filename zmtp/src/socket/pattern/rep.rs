@@ -1,37 +1,52 @@
-//! REP: a request's envelope (routing ids up to the empty delimiter) is kept while the
-//! application answers; the reply goes back along it. One request at a time.
+//! REP: a request's envelope (every frame up to the empty delimiter) is kept, the body received,
+//! and the reply sent back along the envelope to the peer that asked. Strictly alternating.
 
+use super::{Pattern, RecvRule, SendFlags};
 use crate::error::{Error, Result};
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
-use crate::socket::state::{State, TrySend};
+use crate::socket::state::{Peers, TrySend};
+use crate::wire::SocketType;
 
-pub(crate) fn send(state: &mut State, msg: Message) -> Result<TrySend> {
-    let Some((peer, envelope)) = state.rep.pending.take() else {
-        return Err(Error::InvalidState);
-    };
-    let mut out = envelope;
-    for frame in msg {
-        out.push(frame);
-    }
-    // A reply to a peer that is gone or full is dropped, as in libzmq.
-    if let Some(p) = state.peers.get(&peer) {
-        let _ = p.out.try_push(out);
-    }
-    Ok(TrySend::Sent)
+#[derive(Debug, Default)]
+pub(crate) struct Rep {
+    /// The peer and envelope of the request being answered.
+    pending: Option<(PeerId, Message)>,
 }
 
-/// A receive while a request waits for its reply is out of turn.
-pub(crate) fn check_recv(state: &State) -> Result<()> {
-    if state.rep.pending.is_some() { Err(Error::InvalidState) } else { Ok(()) }
-}
+impl Pattern for Rep {
+    fn send(&mut self, peers: &mut Peers, msg: Message, _: &SendFlags) -> Result<TrySend> {
+        let Some((peer, envelope)) = self.pending.take() else {
+            return Err(Error::InvalidState);
+        };
+        let mut out = envelope;
+        for frame in msg {
+            out.push(frame);
+        }
+        // The asker may be gone, or full: the reply is dropped, as libzmq drops it.
+        if let Some(p) = peers.map.get(&peer) {
+            let _ = p.out.try_push(out);
+        }
+        Ok(TrySend::Sent)
+    }
 
-/// The request without its envelope, which is kept for the reply; `None` drops a request without
-/// an empty delimiter (libzmq).
-pub(crate) fn on_recv(state: &mut State, from: PeerId, mut msg: Message) -> Option<Message> {
-    let envelope = msg.split_envelope()?;
-    state.rep.pending = Some((from, envelope));
-    Some(msg)
+    fn recv_rule(&self) -> RecvRule {
+        RecvRule::Stateful
+    }
+
+    fn check_recv(&self) -> Result<()> {
+        if self.pending.is_some() { Err(Error::InvalidState) } else { Ok(()) }
+    }
+
+    fn on_recv(&mut self, from: PeerId, mut msg: Message, _: bool) -> Option<Message> {
+        let envelope = msg.split_envelope()?; // no delimiter: malformed, skipped
+        self.pending = Some((from, envelope));
+        Some(msg)
+    }
+
+    fn socket_type(&self) -> SocketType {
+        SocketType::Rep
+    }
 }
 
 #[cfg(test)]
@@ -41,15 +56,16 @@ mod tests {
 
     #[test]
     fn the_reply_goes_back_along_the_envelope() {
-        let mut s = State::default();
-        let p = add_peer(&mut s, 3, "", 10);
-        assert!(matches!(send(&mut s, msg(&["early"])), Err(Error::InvalidState)));
-        assert!(on_recv(&mut s, p, msg(&["no delimiter"])).is_none());
-        let req = on_recv(&mut s, p, msg(&["hop1", "hop2", "", "q"])).unwrap();
+        let (mut r, mut s) = (Rep::default(), Peers::default());
+        let p = add_peer(&mut r, &mut s, 3, "", 10);
+        let flags = SendFlags::default();
+        assert!(matches!(r.send(&mut s, msg(&["early"]), &flags), Err(Error::InvalidState)));
+        assert!(r.on_recv(p, msg(&["no delimiter"]), false).is_none());
+        let req = r.on_recv(p, msg(&["hop1", "hop2", "", "q"]), false).unwrap();
         assert_eq!(frames(&req), ["q"]);
-        assert!(matches!(check_recv(&s), Err(Error::InvalidState)), "answer first");
-        assert!(matches!(send(&mut s, msg(&["r"])), Ok(TrySend::Sent)));
+        assert!(matches!(r.check_recv(), Err(Error::InvalidState)), "answer first");
+        assert!(matches!(r.send(&mut s, msg(&["r"]), &flags), Ok(TrySend::Sent)));
         assert_eq!(taken(&s, p), [["hop1", "hop2", "", "r"]]);
-        assert!(check_recv(&s).is_ok());
+        assert!(r.check_recv().is_ok());
     }
 }

@@ -1,31 +1,121 @@
-//! ROUTER: a message's first frame names the peer (its routing id); an unknown or full peer's
-//! message is dropped, or with ROUTER_MANDATORY refused (EHOSTUNREACH) or made to wait. Received
-//! messages carry the sender's routing id first.
+//! ROUTER: every peer has a routing id (its own, or one we generate); a received message gets
+//! the sender's as its first frame, and a sent message's first frame picks the peer. Unroutable
+//! messages are dropped, or refused with ROUTER_MANDATORY; a second peer with a routing id in use
+//! is refused, or takes it over with ROUTER_HANDOVER.
 
-use bytes::Bytes;
+use std::collections::HashMap;
 
-use crate::error::{Error, Result};
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::{Notice, Pattern, RecvRule, SendFlags, probe};
+use crate::error::{ConnectionError, Error, Refusal, Result};
+use crate::link::peer_id::{PeerId, PeerMap};
 use crate::message::Message;
-use crate::socket::state::{State, TrySend};
+use crate::options::Options;
+use crate::socket::state::{Peers, TrySend};
+use crate::wire::SocketType;
 
-pub(crate) fn send(state: &mut State, mut msg: Message, mandatory: bool) -> Result<TrySend> {
-    let rid = msg.pop_front().expect("non-empty");
-    let Some(p) = state.routes.get(&rid).and_then(|id| state.peers.get(id)) else {
-        return if mandatory { Err(Error::HostUnreachable(rid)) } else { Ok(TrySend::Sent) };
-    };
-    match p.out.try_push(msg) {
-        Ok(()) => Ok(TrySend::Sent),
-        Err(mut msg) if mandatory => {
-            msg.push_front(rid);
-            Ok(TrySend::Full(msg))
-        }
-        Err(_) => Ok(TrySend::Sent),
+#[derive(Debug)]
+pub(crate) struct Router {
+    /// Routing id → peer.
+    routes: HashMap<Bytes, PeerId>,
+    /// Peer → its routing id.
+    names: PeerMap<Bytes>,
+    /// The next generated routing id (`0` + 4 bytes, as libzmq).
+    next_generated_id: u32,
+}
+
+impl Router {
+    pub fn new() -> Self {
+        Router { routes: HashMap::new(), names: PeerMap::default(), next_generated_id: rand::random::<u32>().max(1) }
     }
 }
 
-/// The sender's routing id goes first.
+impl Pattern for Router {
+    /// The peer's routing id: CONNECT_ROUTING_ID for a connect-side peer that was given one, else
+    /// the one it announced, else a generated one.
+    fn admit(
+        &mut self,
+        peers: &Peers,
+        slot: Option<PeerId>,
+        announced: &Bytes,
+        options: &Options,
+    ) -> Result<Option<Bytes>, ConnectionError> {
+        let assigned = slot.and_then(|id| peers.map.get(&id)).and_then(|p| p.assigned_routing_id.as_ref());
+        let wanted = assigned.unwrap_or(announced);
+        if wanted.is_empty() {
+            let mut rid = BytesMut::with_capacity(5);
+            rid.put_u8(0);
+            rid.put_u32(self.next_generated_id);
+            self.next_generated_id = self.next_generated_id.wrapping_add(1).max(1);
+            return Ok(Some(rid.freeze()));
+        }
+        if let Some(&holder) = self.routes.get(wanted)
+            && Some(holder) != slot
+        {
+            if !options.router_handover {
+                return Err(ConnectionError::Refused(Refusal::DuplicateRoutingId));
+            }
+            // Handover: the old connection loses the name and is closed.
+            self.routes.remove(wanted);
+            if let Some(old) = peers.map.get(&holder) {
+                old.kill.cancel();
+            }
+        }
+        Ok(Some(wanted.clone()))
+    }
+
+    fn attached(&mut self, peers: &Peers, id: PeerId, routing_id: Option<Bytes>, options: &Options) {
+        if let Some(rid) = routing_id {
+            self.routes.insert(rid.clone(), id);
+            self.names.insert(id, rid);
+        }
+        probe(peers, id, options);
+    }
+
+    fn detached(&mut self, id: PeerId, _: bool, _: &Options, _: &mut Vec<Notice>) {
+        if let Some(rid) = self.names.remove(&id)
+            && self.routes.get(&rid) == Some(&id)
+        {
+            self.routes.remove(&rid);
+        }
+    }
+
+    fn send(&mut self, peers: &mut Peers, mut msg: Message, flags: &SendFlags) -> Result<TrySend> {
+        let rid = msg.pop_front().expect("non-empty");
+        let Some(p) = self.routes.get(&rid).and_then(|id| peers.map.get(id)) else {
+            return if flags.router_mandatory { Err(Error::HostUnreachable(rid)) } else { Ok(TrySend::Sent) };
+        };
+        match p.out.try_push(msg) {
+            Ok(()) => Ok(TrySend::Sent),
+            Err(mut msg) if flags.router_mandatory => {
+                msg.push_front(rid);
+                Ok(TrySend::Full(msg))
+            }
+            Err(_) => Ok(TrySend::Sent),
+        }
+    }
+
+    fn recv_rule(&self) -> RecvRule {
+        RecvRule::RoutingIdFirst
+    }
+
+    fn peer_by_routing_id(&self, routing_id: &[u8]) -> Option<PeerId> {
+        self.routes.get(routing_id).copied()
+    }
+
+    fn routing_ids(&self) -> Vec<Bytes> {
+        self.routes.keys().cloned().collect()
+    }
+
+    fn socket_type(&self) -> SocketType {
+        SocketType::Router
+    }
+}
+
+/// What a ROUTER's application receives: the sender's routing id, then the message.
 #[inline]
-pub(crate) fn on_recv(routing_id: Bytes, mut msg: Message) -> Message {
+pub(crate) fn with_routing_id(routing_id: Bytes, mut msg: Message) -> Message {
     msg.push_front(routing_id);
     msg
 }
@@ -33,19 +123,52 @@ pub(crate) fn on_recv(routing_id: Bytes, mut msg: Message) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::socket::pattern::testing::{add_peer, frames, msg, taken};
+    use crate::socket::pattern::testing::{add_peer, frames, join, leave, msg, taken};
 
     #[test]
     fn routes_by_id_and_drops_or_refuses_the_unroutable() {
-        let mut s = State::default();
-        let a = add_peer(&mut s, 1, "alice", 1);
-        assert!(matches!(send(&mut s, msg(&["alice", "hi"]), false), Ok(TrySend::Sent)));
-        assert!(matches!(send(&mut s, msg(&["alice", "dropped: full"]), false), Ok(TrySend::Sent)));
-        assert!(matches!(send(&mut s, msg(&["bob", "dropped: unknown"]), false), Ok(TrySend::Sent)));
-        assert!(matches!(send(&mut s, msg(&["bob", "x"]), true), Err(Error::HostUnreachable(_))));
-        let TrySend::Full(back) = send(&mut s, msg(&["alice", "waits"]), true).unwrap() else { panic!("full: wait") };
+        let (mut r, mut s) = (Router::new(), Peers::default());
+        let a = add_peer(&mut r, &mut s, 1, "alice", 1);
+        let (lax, mandatory) = (SendFlags::default(), SendFlags { router_mandatory: true, ..SendFlags::default() });
+        assert!(matches!(r.send(&mut s, msg(&["alice", "hi"]), &lax), Ok(TrySend::Sent)));
+        assert!(matches!(r.send(&mut s, msg(&["alice", "dropped: full"]), &lax), Ok(TrySend::Sent)));
+        assert!(matches!(r.send(&mut s, msg(&["bob", "dropped: unknown"]), &lax), Ok(TrySend::Sent)));
+        assert!(matches!(r.send(&mut s, msg(&["bob", "x"]), &mandatory), Err(Error::HostUnreachable(_))));
+        let TrySend::Full(back) = r.send(&mut s, msg(&["alice", "waits"]), &mandatory).unwrap() else {
+            panic!("full: wait")
+        };
         assert_eq!(frames(&back), ["alice", "waits"]);
         assert_eq!(taken(&s, a), [["hi"]]);
-        assert_eq!(frames(&on_recv(Bytes::from_static(b"alice"), msg(&["m"]))), ["alice", "m"]);
+        assert_eq!(frames(&with_routing_id(Bytes::from_static(b"alice"), msg(&["m"]))), ["alice", "m"]);
+    }
+
+    #[test]
+    fn anonymous_peers_get_distinct_generated_ids() {
+        let (mut r, mut s) = (Router::new(), Peers::default());
+        let o = Options::default();
+        let first = join(&mut r, &mut s, 1, "", 10, &o).unwrap().unwrap();
+        let second = join(&mut r, &mut s, 2, "", 10, &o).unwrap().unwrap();
+        assert_ne!(first, second);
+        assert!(first.len() == 5 && first[0] == 0, "libzmq's form: a zero byte and 4 bytes");
+        assert_eq!(r.peer_by_routing_id(&second), Some(2));
+    }
+
+    #[test]
+    fn a_duplicate_id_is_refused_or_handed_over() {
+        let (mut r, mut s) = (Router::new(), Peers::default());
+        add_peer(&mut r, &mut s, 1, "w", 10);
+        let strict = Options::default();
+        assert!(matches!(
+            join(&mut r, &mut s, 2, "w", 10, &strict),
+            Err(ConnectionError::Refused(Refusal::DuplicateRoutingId))
+        ));
+        let handover = Options { router_handover: true, ..Options::default() };
+        join(&mut r, &mut s, 3, "w", 10, &handover).unwrap();
+        assert!(s.map[&1].kill.is_cancelled(), "the old holder is closed");
+        assert_eq!(r.peer_by_routing_id(b"w"), Some(3));
+        leave(&mut r, &mut s, 1, false, &strict);
+        assert_eq!(r.peer_by_routing_id(b"w"), Some(3), "the old holder's exit keeps the new route");
+        leave(&mut r, &mut s, 3, false, &strict);
+        assert!(r.routing_ids().is_empty());
     }
 }
