@@ -12,9 +12,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::inbox::{Inbox, Pushed};
-use super::pattern::{self, RecvRule, SendFlags, router};
-pub(crate) use super::state::TrySend;
-use super::state::{Peer, Peers, State};
+pub(crate) use super::pattern::TrySend;
+use super::pattern::{self, Pattern, RecvRule, SendFlags, router};
+use super::peers::{Peer, Peers};
 use crate::engine::{Attached, Host};
 use crate::error::{ConnectionError, Error, LimitError, Result};
 use crate::link::peer_id::PeerId;
@@ -38,6 +38,14 @@ impl std::ops::DerefMut for OptionsGuard<'_> {
     fn deref_mut(&mut self) -> &mut Options {
         Arc::make_mut(&mut self.0)
     }
+}
+
+/// What the core's one lock guards: the peers, and the pattern with its own state.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub peers: Peers,
+    pub pattern: Box<dyn Pattern>,
+    pub closed: bool,
 }
 
 /// Everything a socket's connections share.

@@ -5,7 +5,7 @@ mod endpoints;
 pub(crate) mod inbox;
 pub(crate) mod mtrie;
 pub(crate) mod pattern;
-pub(crate) mod state;
+pub(crate) mod peers;
 mod subscriptions;
 
 use std::collections::HashMap;

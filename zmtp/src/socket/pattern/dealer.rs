@@ -3,12 +3,12 @@
 
 use bytes::Bytes;
 
-use super::{Pattern, SendFlags, lb, probe};
+use super::{Pattern, SendFlags, TrySend, lb, probe};
 use crate::error::Result;
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
 use crate::options::Options;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::peers::Peers;
 use crate::wire::SocketType;
 
 #[derive(Debug)]

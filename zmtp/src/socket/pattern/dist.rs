@@ -11,7 +11,8 @@ use crate::link::peer_id::{PeerId, PeerMap};
 use crate::link::pipe::OutPipe;
 use crate::message::Message;
 use crate::socket::mtrie::MTrie;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::pattern::TrySend;
+use crate::socket::peers::Peers;
 use crate::socket::subscriptions::Subscriptions;
 
 /// A connected subscriber.

@@ -3,7 +3,8 @@
 
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::pattern::TrySend;
+use crate::socket::peers::Peers;
 
 /// The message goes to the next peer with room, or waits if none has any.
 #[inline]

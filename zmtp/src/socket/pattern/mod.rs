@@ -35,7 +35,7 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::state::{Peers, TrySend};
+use super::peers::Peers;
 use crate::error::{ConnectionError, Error, LimitError, Result};
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
@@ -50,6 +50,13 @@ pub(crate) struct SendFlags {
     pub xpub_nodrop: bool,
     pub req_relaxed: bool,
     pub req_correlate: bool,
+}
+
+/// The result of one send attempt.
+pub(crate) enum TrySend {
+    Sent,
+    /// Every eligible peer is at its HWM (or there is none yet): wait for room, then retry.
+    Full(Message),
 }
 
 /// What a receive does with a message taken from the inbox. Fixed per pattern, so the socket takes
@@ -185,14 +192,14 @@ pub(crate) mod testing {
     use bytes::Bytes;
     use tokio_util::sync::CancellationToken;
 
-    use super::{Notice, Pattern};
     use crate::error::ConnectionError;
     use crate::link::peer_id::PeerId;
     use crate::link::pipe::{OutPipe, Outbound};
     use crate::link::waiters::Waiters;
     use crate::message::Message;
     use crate::options::Options;
-    use crate::socket::state::{Peer, Peers};
+    use crate::socket::pattern::{Notice, Pattern};
+    use crate::socket::peers::{Peer, Peers};
 
     /// A connection `id` (message HWM `hwm`) announcing `identity` asks to join; its routing id.
     pub fn join(

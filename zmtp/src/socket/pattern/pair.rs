@@ -2,12 +2,12 @@
 
 use bytes::Bytes;
 
-use super::{Pattern, SendFlags};
+use super::{Pattern, SendFlags, TrySend};
 use crate::error::{ConnectionError, Refusal, Result};
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
 use crate::options::Options;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::peers::Peers;
 use crate::wire::SocketType;
 
 #[derive(Debug)]

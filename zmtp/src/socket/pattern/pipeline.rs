@@ -1,10 +1,10 @@
 //! PUSH and PULL (the pipeline): PUSH load-balances ([`super::lb`]) and never receives; PULL
 //! receives fair-queued and never sends.
 
-use super::{Pattern, RecvRule, SendFlags, lb};
+use super::{Pattern, RecvRule, SendFlags, TrySend, lb};
 use crate::error::{Error, Result};
 use crate::message::Message;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::peers::Peers;
 use crate::wire::SocketType;
 
 #[derive(Debug)]

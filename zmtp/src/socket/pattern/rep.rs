@@ -1,11 +1,11 @@
 //! REP: a request's envelope (every frame up to the empty delimiter) is kept, the body received,
 //! and the reply sent back along the envelope to the peer that asked. Strictly alternating.
 
-use super::{Pattern, RecvRule, SendFlags};
+use super::{Pattern, RecvRule, SendFlags, TrySend};
 use crate::error::{Error, Result};
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::peers::Peers;
 use crate::wire::SocketType;
 
 #[derive(Debug, Default)]

@@ -5,12 +5,12 @@
 use bytes::Bytes;
 
 use super::lb::load_balance;
-use super::{Notice, Pattern, RecvRule, SendFlags, probe};
+use super::{Notice, Pattern, RecvRule, SendFlags, TrySend, probe};
 use crate::error::{Error, Result};
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
 use crate::options::Options;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::peers::Peers;
 use crate::wire::SocketType;
 
 #[derive(Debug)]

@@ -7,12 +7,12 @@ use std::collections::HashMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{Notice, Pattern, RecvRule, SendFlags, probe};
+use super::{Notice, Pattern, RecvRule, SendFlags, TrySend, probe};
 use crate::error::{ConnectionError, Error, Refusal, Result};
 use crate::link::peer_id::{PeerId, PeerMap};
 use crate::message::Message;
 use crate::options::Options;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::peers::Peers;
 use crate::wire::SocketType;
 
 #[derive(Debug)]

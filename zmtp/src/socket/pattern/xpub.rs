@@ -6,12 +6,12 @@
 use bytes::Bytes;
 
 use super::dist::{Change, Distributor, Limits};
-use super::{Notice, Pattern, RecvRule, SendFlags, subscription_message};
+use super::{Notice, Pattern, RecvRule, SendFlags, TrySend, subscription_message};
 use crate::error::{LimitError, Result};
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
 use crate::options::Options;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::peers::Peers;
 use crate::wire::SocketType;
 
 #[derive(Debug)]

@@ -6,13 +6,13 @@
 
 use bytes::Bytes;
 
-use super::{Pattern, SendFlags, dist};
+use super::{Pattern, SendFlags, TrySend, dist};
 use crate::error::{Error, Result};
 use crate::link::peer_id::PeerId;
 use crate::link::pipe::Outbound;
 use crate::message::Message;
 use crate::options::Options;
-use crate::socket::state::{Peers, TrySend};
+use crate::socket::peers::Peers;
 use crate::socket::subscriptions::Subscriptions;
 use crate::wire::SocketType;
 

@@ -1,17 +1,14 @@
-//! What a socket knows behind its core's one lock: its peers (live connections and connect-side
-//! slots) in load-balancing order, and its pattern with the pattern's own state (ROUTER's routes,
-//! PUB's subscriptions, REQ's outstanding request, ...). The peers are plain data; the rules that
-//! read and change them are the pattern's, in `pattern/`.
+//! A socket's peers — live connections and connect-side slots — in load-balancing order: plain
+//! data every pattern reads. The rules that read and change them are the patterns', in `pattern/`;
+//! what only one pattern needs (ROUTER's routes, PUB's subscriptions) is that pattern's own.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use super::pattern::Pattern;
 use crate::link::peer_id::{PeerId, PeerMap};
 use crate::link::pipe::OutPipe;
-use crate::message::Message;
 
 /// One peer: a live connection, or a connect-side slot waiting for (re)connection.
 #[derive(Debug)]
@@ -53,18 +50,4 @@ impl Peers {
     pub fn any_connected_but(&self, except: Option<PeerId>) -> bool {
         self.map.iter().any(|(id, p)| p.connected && Some(*id) != except)
     }
-}
-
-#[derive(Debug)]
-pub(crate) struct State {
-    pub peers: Peers,
-    pub pattern: Box<dyn Pattern>,
-    pub closed: bool,
-}
-
-/// The result of one send attempt.
-pub(crate) enum TrySend {
-    Sent,
-    /// Every eligible peer is at its HWM (or there is none yet): wait for room, then retry.
-    Full(Message),
 }
