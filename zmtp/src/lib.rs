@@ -40,6 +40,7 @@ mod options;
 mod proxy;
 pub mod security;
 mod socket;
+mod supervisor;
 pub mod throttle;
 pub mod transport;
 pub mod wire;

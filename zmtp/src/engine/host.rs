@@ -1,4 +1,4 @@
-//! What a connection needs from the socket it belongs to: the interface the engine owns, which the
+//! What a connection (and the supervisor that starts connections) needs from the socket it belongs to: the interface the engine owns, which the
 //! socket core implements. The engine never reaches into the socket's internals (its peer table,
 //! routing, inbox); it attaches, delivers, reports subscriptions and detaches through this.
 
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ConnectionError, LimitError};
+use crate::link::live::LiveTasks;
 use crate::link::peer_id::PeerId;
 use crate::link::pipe::OutPipe;
 use crate::message::{Message, Properties};
@@ -47,6 +48,10 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn set_peer_properties(&self, peer: PeerId, properties: Arc<Properties>);
     /// The connection ended; `keep` keeps a connect-side slot (and its queue) for a reconnect.
     fn detach(&self, peer: PeerId, keep: bool);
+    /// `disconnect`, or a connect that must not retry: the slot and its queue go.
+    fn remove_slot(&self, slot: PeerId);
+    /// The socket's running connection tasks (closing waits for them).
+    fn live(&self) -> &Arc<LiveTasks>;
     /// Hands over a batch of received messages; waits while the peer's queue is at RCVHWM.
     fn deliver(&self, peer: PeerId, batch: &mut VecDeque<Message>) -> impl Future<Output = ()> + Send;
     /// A SUBSCRIBE/CANCEL from the peer; an error closes the connection.

@@ -4,11 +4,10 @@
 //! rules of each socket type are its pattern's (`pattern/`); nothing here parses bytes.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::inbox::{Inbox, Pushed};
@@ -17,6 +16,7 @@ use super::pattern::{self, Pattern, RecvRule, SendFlags, router};
 use super::peers::{Peer, Peers};
 use crate::engine::{Attached, Host};
 use crate::error::{ConnectionError, Error, LimitError, Result};
+use crate::link::live::LiveTasks;
 use crate::link::peer_id::PeerId;
 use crate::link::pipe::OutPipe;
 pub(crate) use crate::link::waiters::Waiters;
@@ -65,8 +65,7 @@ pub(crate) struct Core {
     pub closing: CancellationToken,
     next_peer: AtomicU64,
     /// Live connection tasks, so `close` can wait for them to flush.
-    pub connections: AtomicUsize,
-    pub connections_done: Notify,
+    pub live: Arc<LiveTasks>,
     pub monitors: crate::monitor::Monitors,
     /// Set by `close`; read on every receive, so an atomic rather than the state lock.
     pub closed: std::sync::atomic::AtomicBool,
@@ -97,8 +96,7 @@ impl Core {
             shutdown: CancellationToken::new(),
             closing: CancellationToken::new(),
             next_peer: AtomicU64::new(1),
-            connections: AtomicUsize::new(0),
-            connections_done: Notify::new(),
+            live: Arc::default(),
             monitors: Default::default(),
             closed: Default::default(),
             hot: HotOptions::default(),
@@ -367,35 +365,9 @@ impl Core {
         self.state().peers.map.get(&slot).is_some_and(|p| p.out.has_messages())
     }
 
-    /// Registers a running connection (or connect) task; the guard unregisters it. Taken before the
-    /// task is spawned, so that a `close` right after `connect` already waits for it.
-    pub fn connection_started(self: &Arc<Self>) -> LiveConnection {
-        self.connections.fetch_add(1, Ordering::SeqCst);
-        LiveConnection(self.clone())
-    }
-
     /// Resolves once no connection task is running.
     pub async fn wait_connections_done(&self) {
-        loop {
-            let notified = self.connections_done.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.connections.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// A running connection task (see [`Core::connection_started`]).
-pub(crate) struct LiveConnection(Arc<Core>);
-
-impl Drop for LiveConnection {
-    fn drop(&mut self) {
-        if self.0.connections.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.connections_done.notify_waiters();
-        }
+        self.live.all_done().await
     }
 }
 
@@ -430,6 +402,12 @@ impl Host for Core {
     }
     fn detach(&self, peer: PeerId, keep: bool) {
         Core::detach(self, peer, keep)
+    }
+    fn remove_slot(&self, slot: PeerId) {
+        Core::remove_slot(self, slot)
+    }
+    fn live(&self) -> &Arc<LiveTasks> {
+        &self.live
     }
     fn deliver(&self, peer: PeerId, batch: &mut VecDeque<Message>) -> impl std::future::Future<Output = ()> + Send {
         Core::deliver(self, peer, batch)

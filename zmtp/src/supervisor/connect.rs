@@ -1,0 +1,95 @@
+//! `connect`: a task that connects to an endpoint for a connect-side slot, runs the connection,
+//! and reconnects after it ends — with [`Backoff`] — until `disconnect`, the socket's close (once
+//! nothing is left to deliver), LINGER, or a protocol error (after which libzmq gives up too).
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::run::{log_end, run_connection};
+use crate::engine::Host;
+use crate::link::peer_id::PeerId;
+use crate::monitor::MonitorEvent;
+use crate::transport::{self, Endpoint};
+
+/// Starts connecting `slot` to `ep` in the background. `accepting` stops reconnecting (close,
+/// `disconnect`); `connections` ends the current connection too (`disconnect`, LINGER).
+pub(crate) fn connect<H: Host>(
+    host: &Arc<H>,
+    ep: Endpoint,
+    endpoint: String,
+    slot: PeerId,
+    accepting: CancellationToken,
+    connections: CancellationToken,
+) {
+    // Counted as live from now on, so that closing waits (up to LINGER) while it has messages to deliver.
+    let live = host.live().started();
+    let host = host.clone();
+    tokio::spawn(async move {
+        let _live = live;
+        connect_loop(&host, ep, endpoint, slot, accepting, connections).await
+    });
+}
+
+async fn connect_loop<H: Host>(
+    host: &Arc<H>,
+    ep: Endpoint,
+    endpoint: String,
+    slot: PeerId,
+    accepting: CancellationToken,
+    connections: CancellationToken,
+) {
+    let mut backoff = Backoff::default();
+    loop {
+        host.monitors().emit(|| MonitorEvent::ConnectDelayed { endpoint: endpoint.clone() });
+        let connected = tokio::select! {
+            c = transport::connect(&ep) => c,
+            _ = stop_connecting(&**host, slot, &accepting, &connections) => break,
+        };
+        match connected {
+            Ok((conn, peer)) => {
+                host.monitors().emit(|| MonitorEvent::Connected { endpoint: endpoint.clone(), peer: peer.clone() });
+                let kill = connections.child_token();
+                let result = run_connection(host, Some(slot), conn, kill, &endpoint, &peer).await;
+                log_end(&endpoint, &peer, &result);
+                match result {
+                    Err(e) if e.is_protocol() => {
+                        // libzmq does not reconnect after a protocol error; the slot is gone.
+                        host.remove_slot(slot);
+                        return;
+                    }
+                    _ if accepting.is_cancelled() && !host.slot_has_pending(slot) => break,
+                    _ => backoff.reset(),
+                }
+            }
+            Err(e) => tracing::debug!(%endpoint, error = %e, "connect failed"),
+        }
+        let options = host.options_snapshot();
+        let Some(wait) = backoff.next(options.reconnect_ivl, options.reconnect_ivl_max) else { break };
+        host.monitors().emit(|| MonitorEvent::ConnectRetried { endpoint: endpoint.clone(), retry_in: wait });
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop_connecting(&**host, slot, &accepting, &connections) => break,
+        }
+    }
+}
+
+/// Resolves when a connect loop should stop: `disconnect`, LINGER expiry, or the socket closing with
+/// nothing queued for this peer. With messages queued, a closing socket keeps trying to deliver them
+/// until LINGER runs out, as libzmq does.
+async fn stop_connecting<H: Host>(
+    host: &H,
+    slot: PeerId,
+    accepting: &CancellationToken,
+    connections: &CancellationToken,
+) {
+    tokio::select! {
+        _ = connections.cancelled() => {}
+        _ = accepting.cancelled() => {
+            if host.slot_has_pending(slot) {
+                connections.cancelled().await;
+            }
+        }
+    }
+}

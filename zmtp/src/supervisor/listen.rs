@@ -1,0 +1,66 @@
+//! `bind`: a listener and the task that accepts on it, running each accepted connection in a
+//! task of its own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::run::{log_end, run_connection};
+use crate::engine::Host;
+use crate::error::Result;
+use crate::monitor::MonitorEvent;
+use crate::transport::{Endpoint, Listener};
+
+/// Binds `ep` and accepts until `accepting` is cancelled; each connection stops when
+/// `connections` is. Returns the address as bound and the accept task, which owns the listener:
+/// once it has ended, the address is free again.
+pub(crate) async fn listen<H: Host>(
+    host: &Arc<H>,
+    ep: &Endpoint,
+    ipv6: bool,
+    accepting: CancellationToken,
+    connections: CancellationToken,
+) -> Result<(String, JoinHandle<()>)> {
+    let (listener, bound) = Listener::bind(ep, ipv6).await?;
+    host.monitors().emit(|| MonitorEvent::Listening { endpoint: bound.clone() });
+    let task = tokio::spawn(accept_loop(host.clone(), listener, bound.clone(), accepting, connections));
+    Ok((bound, task))
+}
+
+async fn accept_loop<H: Host>(
+    host: Arc<H>,
+    mut listener: Listener,
+    endpoint: String,
+    accepting: CancellationToken,
+    connections: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = accepting.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((conn, peer)) => {
+                host.monitors().emit(|| MonitorEvent::Accepted { endpoint: endpoint.clone(), peer: peer.clone() });
+                let host = host.clone();
+                let kill = connections.child_token();
+                let endpoint = endpoint.clone();
+                tokio::spawn(async move {
+                    let result = run_connection(&host, None, conn, kill, &endpoint, &peer).await;
+                    log_end(&endpoint, &peer, &result);
+                });
+            }
+            Err(e) => {
+                // Typically EMFILE: back off briefly instead of spinning.
+                tracing::warn!(%endpoint, error = %e, "accept failed");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    _ = accepting.cancelled() => return,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! The connection supervisor: the tasks behind `bind` (accept, and run each accepted connection)
+//! and `connect` (connect, run the connection, and reconnect with backoff until told to stop).
+//! Above the engine, which runs one connection, and below the socket, which only starts and stops
+//! these tasks; like the engine it reaches the socket through [`Host`] alone.
+
+mod backoff;
+mod connect;
+mod listen;
+mod run;
+
+pub(crate) use self::connect::connect;
+pub(crate) use self::listen::listen;
