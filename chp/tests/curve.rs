@@ -340,7 +340,7 @@ async fn the_cli_over_curve() {
 
         // Refusals: a clear error at once (well within --timeout), nothing on stdout.
         // (A public key beginning with '-' too.)
-        let other_public = zmtp::wire::z85::encode(&hyphen_key()).unwrap();
+        let other_public = zmtp::security::PublicKey::from(hyphen_key()).to_string();
         assert!(other_public.starts_with('-'), "{other_public}");
         let refusals: [(Vec<&str>, &str); 3] = [
             (vec!["--curve-serverkey", &other_public, "--curve-secretkey", &client_secret], "wrong server public key?"),

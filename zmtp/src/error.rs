@@ -160,18 +160,20 @@ impl ConnectionError {
         }
     }
 
-    /// Protocol errors do not reconnect (libzmq behaviour).
+    /// Protocol errors do not reconnect (libzmq behaviour). A handshake we misused ourselves is
+    /// not one.
     pub fn is_protocol(&self) -> bool {
-        matches!(
-            self,
+        match self {
+            ConnectionError::Handshake(HandshakeError::Misuse(_)) => false,
             ConnectionError::Greeting(_)
-                | ConnectionError::Frame(_)
-                | ConnectionError::Command(_)
-                | ConnectionError::Handshake(_)
-                | ConnectionError::Curve(_)
-                | ConnectionError::Limit(_)
-                | ConnectionError::PeerViolation(_)
-        )
+            | ConnectionError::Frame(_)
+            | ConnectionError::Command(_)
+            | ConnectionError::Handshake(_)
+            | ConnectionError::Curve(_)
+            | ConnectionError::Limit(_)
+            | ConnectionError::PeerViolation(_) => true,
+            _ => false,
+        }
     }
 
     /// Who the end of the connection is down to.
@@ -180,7 +182,7 @@ impl ConnectionError {
             ConnectionError::Refused(_) => Fault::Policy,
             ConnectionError::Handshake(HandshakeError::AuthFailed { .. }) => Fault::Policy,
             ConnectionError::Handshake(HandshakeError::PeerError(_)) => Fault::PeerPolicy,
-            ConnectionError::SocketClosed => Fault::Local,
+            ConnectionError::SocketClosed | ConnectionError::Handshake(HandshakeError::Misuse(_)) => Fault::Local,
             ConnectionError::Io(_)
             | ConnectionError::PeerClosed
             | ConnectionError::HandshakeTimeout
@@ -227,6 +229,7 @@ mod tests {
             (ConnectionError::HeartbeatTimeout, Fault::Transport),
             (ConnectionError::PeerClosed, Fault::Transport),
             (ConnectionError::SocketClosed, Fault::Local),
+            (ConnectionError::Handshake(HandshakeError::Misuse("x")), Fault::Local),
         ];
         for (error, fault) in cases {
             assert_eq!(error.fault(), fault, "{error}");

@@ -23,8 +23,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layers: [`wire`] is the sans-IO protocol (greeting, frames, commands, handshake); the engine runs
-//! one connection; the socket core routes messages between connections by the socket type's rules.
+//! Layers: `wire` is the sans-IO protocol (greeting, frames, commands, handshake); the engine runs
+//! one connection; the supervisor makes and remakes connections; the socket core routes messages
+//! between connections by the socket type's patterns. Only the socket API, its errors, monitor
+//! events and [`security`] are public; the protocol layers are internal (the `internals` feature
+//! exposes them, without semver promises, to the fuzz targets, the interop tests and benchmarks).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -42,8 +45,19 @@ pub mod security;
 mod socket;
 mod supervisor;
 pub mod throttle;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod transport;
+// Private, the protocol layers keep the parts of their API only the fuzz targets and tests use.
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+mod transport;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod wire;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+mod wire;
 
 pub use error::{ConnectionError, Error, Fault, LimitError, Refusal, Result};
 pub use message::{Message, Properties};
@@ -53,4 +67,7 @@ pub use options::{
 };
 pub use proxy::{Proxy, ProxyControl, proxy};
 pub use socket::Socket;
-pub use wire::SocketType;
+pub use transport::Endpoint;
+pub use wire::{
+    CommandError, CurveError, FrameError, GreetingError, HandshakeError, Mechanism, MetadataError, SocketType,
+};

@@ -520,7 +520,7 @@ impl Agent {
                     "the server closed the connection during the handshake: does it require CURVE?"
                 }
             }
-            ConnectionError::Greeting(zmtp::wire::GreetingError::MechanismMismatch { .. }) => {
+            ConnectionError::Greeting(zmtp::GreetingError::MechanismMismatch { .. }) => {
                 "security mechanisms differ: CURVE on one side only?"
             }
             e if matches!(e.fault(), zmtp::Fault::Policy | zmtp::Fault::PeerPolicy) => {

@@ -254,7 +254,7 @@ impl CurveServer {
     /// The authenticator's verdict on the client's long-term key.
     pub fn on_auth(&mut self, reply: ZapReply) -> Result<Step, HandshakeError> {
         let ServerState::AwaitAuth { .. } = self.state else {
-            return Err(HandshakeError::UnexpectedCommand("ZAP reply".into()));
+            return Err(HandshakeError::Misuse("an authenticator reply with no peer awaiting one"));
         };
         if !reply.is_allowed() {
             return Ok(refuse(&reply));

@@ -45,9 +45,13 @@ pub enum HandshakeError {
     /// `Socket-Type` is not a known type name.
     #[error("peer sent unknown socket type {0:?}")]
     UnknownSocketType(String),
-    /// A command that has no place at this point of the handshake.
+    /// A command the peer sent that has no place at this point of the handshake.
     #[error("unexpected {0} command during the handshake")]
     UnexpectedCommand(String),
+    /// Our side drove the handshake wrongly — an authenticator's reply fed to a client, or when
+    /// no peer awaits one: a bug in the caller, not the peer's doing.
+    #[error("handshake misused: {0}")]
+    Misuse(&'static str),
     /// A message frame before the handshake completed.
     #[error("message frame received before the handshake completed")]
     UnexpectedMessage,

@@ -69,7 +69,7 @@ impl Handshake {
             Handshake::PlainServer(h) => h.on_auth(reply),
             Handshake::CurveServer(h) => h.on_auth(reply),
             Handshake::PlainClient(_) | Handshake::CurveClient(_) => {
-                Err(HandshakeError::UnexpectedCommand("authentication on a client".into()))
+                Err(HandshakeError::Misuse("an authenticator reply fed to a client"))
             }
         }
     }

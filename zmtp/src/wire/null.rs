@@ -55,7 +55,7 @@ impl NullHandshake {
     /// The authenticator's verdict on the peer.
     pub fn on_auth(&mut self, reply: ZapReply) -> Result<Step, HandshakeError> {
         let Some(peer) = self.pending.take() else {
-            return Err(HandshakeError::UnexpectedCommand("ZAP reply".into()));
+            return Err(HandshakeError::Misuse("an authenticator reply with no peer awaiting one"));
         };
         if !reply.is_allowed() {
             return Ok(refuse(&reply));
@@ -117,6 +117,13 @@ mod tests {
         assert_eq!(err, HandshakeError::PeerError(Bytes::from_static(b"400")));
         let err = hs.on_command(Command::Pong(Bytes::new()).body()).unwrap_err();
         assert!(matches!(err, HandshakeError::UnexpectedCommand(_)));
+    }
+
+    #[test]
+    fn an_authenticator_reply_nobody_awaits_is_our_misuse_not_the_peers() {
+        let mut hs = NullHandshake::new(config(SocketType::Sub, b"", false));
+        let err = hs.on_auth(crate::wire::ZapReply::allow("")).unwrap_err();
+        assert!(matches!(err, HandshakeError::Misuse(_)), "{err:?}");
     }
 
     #[test]

@@ -134,7 +134,7 @@ impl PlainServer {
     /// The authenticator's verdict on HELLO.
     pub fn on_auth(&mut self, reply: ZapReply) -> Result<Step, HandshakeError> {
         if self.state != ServerState::Authenticating {
-            return Err(HandshakeError::UnexpectedCommand("ZAP reply".into()));
+            return Err(HandshakeError::Misuse("an authenticator reply with no peer awaiting one"));
         }
         if !reply.is_allowed() {
             return Ok(match refuse(&reply) {

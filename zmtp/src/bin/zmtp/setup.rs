@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use zmtp::transport::Endpoint;
+use zmtp::Endpoint;
 use zmtp::{MonitorEvent, Socket, SocketType};
 
 use crate::cli::{Direction, SocketArgs};
