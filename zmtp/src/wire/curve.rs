@@ -173,10 +173,17 @@ impl CurveServer {
     /// HELLO → WELCOME; INITIATE → authenticate.
     pub fn on_command(&mut self, body: Bytes) -> Result<Step, HandshakeError> {
         let (name, _) = split_name(&body)?;
-        match (&self.state, &name[..]) {
+        // The state is taken by value, so each step owns what it needs; a failed step leaves the
+        // handshake finished (the connection ends).
+        match (std::mem::replace(&mut self.state, ServerState::Finished), &name[..]) {
             (ServerState::AwaitHello, b"HELLO") => self.on_hello(&body),
-            (ServerState::AwaitInitiate { .. }, b"INITIATE") => self.on_initiate(&body),
-            _ => Err(HandshakeError::UnexpectedCommand(String::from_utf8_lossy(&name).into_owned())),
+            (ServerState::AwaitInitiate { client_transient, transient }, b"INITIATE") => {
+                self.on_initiate(&body, client_transient, transient)
+            }
+            (state, _) => {
+                self.state = state;
+                Err(HandshakeError::UnexpectedCommand(String::from_utf8_lossy(&name).into_owned()))
+            }
         }
     }
 
@@ -212,9 +219,13 @@ impl CurveServer {
         Ok(Step::Send(vec![out.freeze()]))
     }
 
-    fn on_initiate(&mut self, body: &[u8]) -> Result<Step, HandshakeError> {
+    fn on_initiate(
+        &mut self,
+        body: &[u8],
+        client_transient: PublicKey,
+        transient: KeyPair,
+    ) -> Result<Step, HandshakeError> {
         check_len("INITIATE", body, body.len() >= INITIATE_MIN, ">= 257")?;
-        let ServerState::AwaitInitiate { client_transient, transient } = &self.state else { unreachable!("checked") };
         let cookie = &body[9..105];
         let cookie_plain = XSalsa20Poly1305::new(&self.cookie_key)
             .decrypt(&nonce(b"COOKIE--", &cookie[..16]), &cookie[16..])
@@ -224,7 +235,7 @@ impl CurveServer {
         if !(expected_client && expected_secret) {
             return Err(CurveError::BadCookie.into());
         }
-        let session = SalsaBox::new(client_transient, &transient.secret);
+        let session = SalsaBox::new(&client_transient, &transient.secret);
         let client_nonce = u64::from_be_bytes(body[105..113].try_into().expect("8 bytes"));
         let plain = open(&session, b"CurveZMQINITIATE", &body[105..113], &body[113..], "INITIATE")?;
         let client_key = public_key(&plain[..KEY_LEN]);
@@ -246,24 +257,20 @@ impl CurveServer {
             peer.identity.clone(),
             vec![Bytes::copy_from_slice(client_key.as_bytes())],
         );
-        let (client_transient, transient) = (client_transient.clone(), transient.clone());
         self.state = ServerState::AwaitAuth { client_transient, transient, peer, client_nonce };
         Ok(Step::Authenticate(request))
     }
 
     /// The authenticator's verdict on the client's long-term key.
     pub fn on_auth(&mut self, reply: ZapReply) -> Result<Step, HandshakeError> {
-        let ServerState::AwaitAuth { .. } = self.state else {
+        let ServerState::AwaitAuth { client_transient, transient, peer, client_nonce } =
+            std::mem::replace(&mut self.state, ServerState::Finished)
+        else {
             return Err(HandshakeError::Misuse("an authenticator reply with no peer awaiting one"));
         };
         if !reply.is_allowed() {
             return Ok(refuse(&reply));
         }
-        let ServerState::AwaitAuth { client_transient, transient, peer, client_nonce } =
-            std::mem::replace(&mut self.state, ServerState::Finished)
-        else {
-            unreachable!("checked")
-        };
         let session = SalsaBox::new(&client_transient, &transient.secret);
         let mut metadata = BytesMut::new();
         self.config.metadata().encode(&mut metadata);
