@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::inbox::{Inbox, Pushed};
 pub(crate) use super::pattern::TrySend;
-use super::pattern::{self, Pattern, RecvRule, SendFlags, router};
+use super::pattern::{AnyPattern, HotOptions, RecvRule, SendFlags, router};
 use super::peers::{Peer, Peers};
 use crate::engine::{Attached, Host};
 use crate::error::{ConnectionError, Error, LimitError, Result};
@@ -44,7 +44,7 @@ impl std::ops::DerefMut for OptionsGuard<'_> {
 #[derive(Debug)]
 pub(crate) struct State {
     pub peers: Peers,
-    pub pattern: Box<dyn Pattern>,
+    pub pattern: AnyPattern,
     pub closed: bool,
 }
 
@@ -73,18 +73,9 @@ pub(crate) struct Core {
     pub hot: HotOptions,
 }
 
-/// The boolean options that the send path reads (and no connection does): atomics, so a send does not
-/// take the options lock.
-#[derive(Debug, Default)]
-pub(crate) struct HotOptions {
-    pub immediate: std::sync::atomic::AtomicBool,
-    pub xpub_nodrop: std::sync::atomic::AtomicBool,
-    pub router_mandatory: std::sync::atomic::AtomicBool,
-}
-
 impl Core {
     pub fn new(socket_type: SocketType) -> Arc<Core> {
-        let pattern = pattern::for_type(socket_type);
+        let pattern = AnyPattern::for_type(socket_type);
         let recv_rule = pattern.recv_rule();
         Arc::new(Core {
             socket_type,
@@ -258,7 +249,7 @@ impl Core {
     }
 
     /// A subscription change from a subscriber (PUB/XPUB side), with the notice the pattern
-    /// gives the application (see [`pattern::xpub`]). A subscription beyond the peer's limits
+    /// gives the application (see [`super::pattern::xpub`]). A subscription beyond the peer's limits
     /// (`max_subscriptions`, `max_subscription_bytes`) is refused, and the caller closes the
     /// connection.
     pub fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError> {
@@ -270,7 +261,7 @@ impl Core {
         Ok(())
     }
 
-    /// SUB/XSUB: subscribe/unsubscribe locally and tell every publisher (see [`pattern::xsub`]);
+    /// SUB/XSUB: subscribe/unsubscribe locally and tell every publisher (see [`super::pattern::xsub`]);
     /// a SUB's inbox filters by the same prefixes.
     pub fn local_subscription(&self, topic: &[u8], subscribe: bool) -> Result<()> {
         let mut state = self.state();
@@ -295,20 +286,14 @@ impl Core {
     }
 
     /// The options the send path reads: atomics, and the options lock only for REQ.
-    fn send_flags(&self) -> SendFlags {
-        let (req_relaxed, req_correlate) = if self.socket_type == SocketType::Req {
+    #[inline]
+    fn send_flags(&self) -> SendFlags<'_> {
+        let mut flags = SendFlags::new(&self.hot);
+        if self.socket_type == SocketType::Req {
             let o = self.options();
-            (o.req_relaxed, o.req_correlate)
-        } else {
-            (false, false)
-        };
-        SendFlags {
-            immediate: self.hot.immediate.load(Ordering::Relaxed),
-            router_mandatory: self.hot.router_mandatory.load(Ordering::Relaxed),
-            xpub_nodrop: self.hot.xpub_nodrop.load(Ordering::Relaxed),
-            req_relaxed,
-            req_correlate,
+            (flags.req_relaxed, flags.req_correlate) = (o.req_relaxed, o.req_correlate);
         }
+        flags
     }
 
     /// Checks that this socket type can receive at all, and REQ/REP state.

@@ -20,8 +20,8 @@ impl Pattern for Dealer {
     }
 
     #[inline]
-    fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags) -> Result<TrySend> {
-        Ok(lb::send(peers, msg, flags.immediate))
+    fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
+        Ok(lb::send(peers, msg, flags.immediate()))
     }
 
     fn socket_type(&self) -> SocketType {

@@ -27,7 +27,7 @@ impl Pattern for Pair {
         Ok(None)
     }
 
-    fn send(&mut self, peers: &mut Peers, msg: Message, _: &SendFlags) -> Result<TrySend> {
+    fn send(&mut self, peers: &mut Peers, msg: Message, _: &SendFlags<'_>) -> Result<TrySend> {
         Ok(match peers.order.first() {
             Some((_, out)) => out.try_push(msg).map_or_else(TrySend::Full, |_| TrySend::Sent),
             None => TrySend::Full(msg),

@@ -12,8 +12,8 @@ pub(crate) struct Push;
 
 impl Pattern for Push {
     #[inline]
-    fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags) -> Result<TrySend> {
-        Ok(lb::send(peers, msg, flags.immediate))
+    fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
+        Ok(lb::send(peers, msg, flags.immediate()))
     }
 
     fn recv_rule(&self) -> RecvRule {
@@ -29,7 +29,7 @@ impl Pattern for Push {
 pub(crate) struct Pull;
 
 impl Pattern for Pull {
-    fn send(&mut self, _: &mut Peers, _: Message, _: &SendFlags) -> Result<TrySend> {
+    fn send(&mut self, _: &mut Peers, _: Message, _: &SendFlags<'_>) -> Result<TrySend> {
         Err(Error::NotSupported(SocketType::Pull))
     }
 

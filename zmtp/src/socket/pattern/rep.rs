@@ -15,7 +15,7 @@ pub(crate) struct Rep {
 }
 
 impl Pattern for Rep {
-    fn send(&mut self, peers: &mut Peers, msg: Message, _: &SendFlags) -> Result<TrySend> {
+    fn send(&mut self, peers: &mut Peers, msg: Message, _: &SendFlags<'_>) -> Result<TrySend> {
         let Some((peer, envelope)) = self.pending.take() else {
             return Err(Error::InvalidState);
         };

@@ -43,7 +43,7 @@ impl Pattern for Req {
         }
     }
 
-    fn send(&mut self, peers: &mut Peers, mut msg: Message, flags: &SendFlags) -> Result<TrySend> {
+    fn send(&mut self, peers: &mut Peers, mut msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
         if self.awaiting.is_some() && !flags.req_relaxed {
             return Err(Error::InvalidState);
         }
@@ -52,7 +52,7 @@ impl Pattern for Req {
         if flags.req_correlate {
             msg.push_front(Bytes::copy_from_slice(&request_id.to_ne_bytes()));
         }
-        match load_balance(peers, msg, flags.immediate) {
+        match load_balance(peers, msg, flags.immediate()) {
             Ok(peer) => {
                 self.awaiting = Some(peer);
                 self.request_id = request_id;

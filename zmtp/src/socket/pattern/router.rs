@@ -81,14 +81,14 @@ impl Pattern for Router {
         }
     }
 
-    fn send(&mut self, peers: &mut Peers, mut msg: Message, flags: &SendFlags) -> Result<TrySend> {
+    fn send(&mut self, peers: &mut Peers, mut msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
         let rid = msg.pop_front().expect("non-empty");
         let Some(p) = self.routes.get(&rid).and_then(|id| peers.map.get(id)) else {
-            return if flags.router_mandatory { Err(Error::HostUnreachable(rid)) } else { Ok(TrySend::Sent) };
+            return if flags.router_mandatory() { Err(Error::HostUnreachable(rid)) } else { Ok(TrySend::Sent) };
         };
         match p.out.try_push(msg) {
             Ok(()) => Ok(TrySend::Sent),
-            Err(mut msg) if flags.router_mandatory => {
+            Err(mut msg) if flags.router_mandatory() => {
                 msg.push_front(rid);
                 Ok(TrySend::Full(msg))
             }
@@ -123,13 +123,15 @@ pub(crate) fn with_routing_id(routing_id: Bytes, mut msg: Message) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::socket::pattern::HotOptions;
     use crate::socket::pattern::testing::{add_peer, frames, join, leave, msg, taken};
 
     #[test]
     fn routes_by_id_and_drops_or_refuses_the_unroutable() {
         let (mut r, mut s) = (Router::new(), Peers::default());
         let a = add_peer(&mut r, &mut s, 1, "alice", 1);
-        let (lax, mandatory) = (SendFlags::default(), SendFlags { router_mandatory: true, ..SendFlags::default() });
+        let hot = HotOptions { router_mandatory: true.into(), ..HotOptions::default() };
+        let (lax, mandatory) = (SendFlags::default(), SendFlags::new(&hot));
         assert!(matches!(r.send(&mut s, msg(&["alice", "hi"]), &lax), Ok(TrySend::Sent)));
         assert!(matches!(r.send(&mut s, msg(&["alice", "dropped: full"]), &lax), Ok(TrySend::Sent)));
         assert!(matches!(r.send(&mut s, msg(&["bob", "dropped: unknown"]), &lax), Ok(TrySend::Sent)));

@@ -49,8 +49,8 @@ impl Pattern for XPub {
     }
 
     #[inline]
-    fn send(&mut self, _: &mut Peers, msg: Message, flags: &SendFlags) -> Result<TrySend> {
-        Ok(self.dist.publish(msg, flags.xpub_nodrop))
+    fn send(&mut self, _: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
+        Ok(self.dist.publish(msg, flags.xpub_nodrop()))
     }
 
     fn recv_rule(&self) -> RecvRule {

@@ -46,7 +46,7 @@ impl Pattern for XSub {
         }
     }
 
-    fn send(&mut self, peers: &mut Peers, msg: Message, _: &SendFlags) -> Result<TrySend> {
+    fn send(&mut self, peers: &mut Peers, msg: Message, _: &SendFlags<'_>) -> Result<TrySend> {
         if !self.extended {
             return Err(Error::NotSupported(SocketType::Sub));
         }
