@@ -322,7 +322,7 @@ impl Socket {
     /// assert!(matches!(events.next_event().await, Some(MonitorEvent::Listening { .. })));
     /// # Ok(()) }
     /// ```
-    pub fn monitor(&self) -> crate::Monitor {
+    pub fn monitor(&self) -> crate::monitor::Monitor {
         self.inner.core.monitors.subscribe()
     }
 
