@@ -1,5 +1,6 @@
 //! The public socket: one type for every ZeroMQ pattern, chosen by [`SocketType`].
 
+mod coop;
 pub(crate) mod core;
 mod endpoints;
 pub(crate) mod inbox;
@@ -199,7 +200,14 @@ impl Socket {
     ///
     /// **Cancel safety:** the message is queued atomically; if the future is dropped before it
     /// completes, the message was not sent at all.
+    ///
+    /// **Fairness:** a send that never has to wait (PUB, or room at the HWM) still takes part in
+    /// tokio's cooperative budget, so a loop of sends gives the runtime back now and then and
+    /// cannot starve other tasks on it — zmtp's own connection tasks included.
     pub async fn send(&self, msg: impl Into<Message>) -> Result<()> {
+        if coop::due() {
+            tokio::task::coop::consume_budget().await;
+        }
         let core = &self.inner.core;
         // Fast path first: registering as a waiter costs more than a send.
         let mut slot = match core.try_send(msg.into())? {
@@ -230,7 +238,13 @@ impl Socket {
     ///
     /// **Cancel safety:** a message is taken from the queue only when this returns; dropping the
     /// future loses nothing.
+    ///
+    /// **Fairness:** like [`send`](Self::send), a receive that finds a message at once still
+    /// takes part in tokio's cooperative budget.
     pub async fn recv(&self) -> Result<Message> {
+        if coop::due() {
+            tokio::task::coop::consume_budget().await;
+        }
         let core = &self.inner.core;
         // Fast path first: registering as a waiter takes the notifier's lock twice, more than a receive.
         if let Some(ready) = core.try_recv().transpose() {
