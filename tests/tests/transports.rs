@@ -67,6 +67,7 @@ fn ipc_path(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("zmtp-test-{}-{name}.ipc", std::process::id()))
 }
 
+#[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipc_stale_socket_file_is_replaced() {
     tokio::time::timeout(LIMIT, async {

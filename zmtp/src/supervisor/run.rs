@@ -28,6 +28,7 @@ pub(super) async fn run_connection<H: Host>(
             }
             engine::run(host, slot, s, kill, info).await
         }
+        #[cfg(unix)]
         Connection::Ipc(s) => engine::run(host, slot, s, kill, info).await,
         Connection::Inproc(c) => engine::run_inproc(host, slot, c, kill, info).await,
     }

@@ -9,7 +9,7 @@ use crate::error::Error;
 /// A parsed endpoint.
 ///
 /// ```
-/// use zmtp::transport::Endpoint;
+/// use zmtp::Endpoint;
 /// let ep: Endpoint = "tcp://127.0.0.1:5555".parse().unwrap();
 /// assert_eq!(ep, Endpoint::Tcp { host: "127.0.0.1".into(), port: 5555 });
 /// assert!("tcp://[::1]:*".parse::<Endpoint>().is_ok());
@@ -24,7 +24,8 @@ pub enum Endpoint {
         /// Port (0 when `*` or `0` was given).
         port: u16,
     },
-    /// A Unix domain socket path (`*` = a fresh temporary path on bind).
+    /// A Unix domain socket path (`*` = a fresh temporary path on bind). Unix only: elsewhere
+    /// `ipc://` does not parse ([`Error::UnsupportedTransport`]).
     Ipc(PathBuf),
     /// An in-process name.
     Inproc(String),
@@ -49,6 +50,9 @@ impl FromStr for Endpoint {
                 };
                 Ok(Endpoint::Tcp { host: host.to_owned(), port })
             }
+            // ipc:// is Unix domain sockets: refused at once where the OS has none, rather than
+            // failing on every reconnect.
+            "ipc" if !cfg!(unix) => Err(Error::UnsupportedTransport(format!("{s} (no Unix domain sockets here)"))),
             "ipc" if !rest.is_empty() => Ok(Endpoint::Ipc(PathBuf::from(rest))),
             "inproc" if !rest.is_empty() => Ok(Endpoint::Inproc(rest.to_owned())),
             "ipc" | "inproc" => Err(bad("empty address")),

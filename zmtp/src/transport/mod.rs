@@ -6,6 +6,7 @@
 
 mod endpoint;
 pub(crate) mod inproc;
+#[cfg(unix)]
 mod ipc;
 mod tcp;
 
@@ -32,6 +33,7 @@ impl Conn for tokio::net::TcpStream {
     }
 }
 
+#[cfg(unix)]
 impl Conn for tokio::net::UnixStream {
     type Read = tokio::net::unix::OwnedReadHalf;
     type Write = tokio::net::unix::OwnedWriteHalf;
@@ -51,6 +53,7 @@ impl Conn for tokio::io::DuplexStream {
 /// A bound endpoint accepting connections.
 pub(crate) enum Listener {
     Tcp(tokio::net::TcpListener),
+    #[cfg(unix)]
     Ipc(ipc::IpcListener),
     Inproc(inproc::InprocListener),
 }
@@ -58,6 +61,7 @@ pub(crate) enum Listener {
 /// An accepted or established connection of any transport.
 pub(crate) enum Connection {
     Tcp(tokio::net::TcpStream),
+    #[cfg(unix)]
     Ipc(tokio::net::UnixStream),
     Inproc(inproc::InprocConn),
 }
@@ -70,10 +74,13 @@ impl Listener {
                 let (l, name) = tcp::bind(host, *port, ipv6).await?;
                 Ok((Listener::Tcp(l), name))
             }
+            #[cfg(unix)]
             Endpoint::Ipc(path) => {
                 let (l, name) = ipc::IpcListener::bind(path)?;
                 Ok((Listener::Ipc(l), name))
             }
+            #[cfg(not(unix))]
+            Endpoint::Ipc(_) => Err(crate::error::Error::UnsupportedTransport(endpoint.to_string())),
             Endpoint::Inproc(name) => Ok((Listener::Inproc(inproc::bind(name)?), format!("inproc://{name}"))),
         }
     }
@@ -86,6 +93,7 @@ impl Listener {
                 tcp::configure(&s);
                 Ok((Connection::Tcp(s), addr.to_string()))
             }
+            #[cfg(unix)]
             Listener::Ipc(l) => Ok((Connection::Ipc(l.accept().await?), String::new())),
             Listener::Inproc(l) => Ok((Connection::Inproc(l.accept().await?), String::new())),
         }
@@ -107,7 +115,12 @@ pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(Connection,
             let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
             Ok((Connection::Tcp(s), peer))
         }
+        #[cfg(unix)]
         Endpoint::Ipc(path) => Ok((Connection::Ipc(tokio::net::UnixStream::connect(path).await?), String::new())),
+        #[cfg(not(unix))]
+        Endpoint::Ipc(_) => {
+            Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "ipc:// needs Unix domain sockets"))
+        }
         Endpoint::Inproc(name) => Ok((Connection::Inproc(inproc::connect(name, false).await), String::new())),
     }
 }

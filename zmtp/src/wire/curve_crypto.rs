@@ -96,10 +96,10 @@ pub(super) fn public_key(bytes: &[u8]) -> PublicKey {
 /// A long-term CURVE key pair. The secret half is zeroized when dropped.
 ///
 /// ```
-/// let pair = zmtp::wire::curve::KeyPair::generate();
+/// let pair = zmtp::security::KeyPair::generate();
 /// let text = pair.public_z85();
 /// assert_eq!(text.len(), 40);
-/// let again = zmtp::wire::curve::KeyPair::from_secret_z85(&pair.secret_z85()).unwrap();
+/// let again = zmtp::security::KeyPair::from_secret_z85(&pair.secret_z85()).unwrap();
 /// assert_eq!(again.public_z85(), text);
 /// ```
 #[derive(Clone)]
