@@ -37,6 +37,8 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod link;
+#[cfg(feature = "cli")]
+pub mod logging;
 mod message;
 mod monitor;
 mod options;

@@ -231,10 +231,7 @@ async fn main() -> ExitCode {
     // Client commands report connection problems themselves (a refused handshake, say), so
     // zmtp's own connection warnings would only repeat them.
     let default_level = if matches!(cli.command, Cmd::Server { .. }) { "info" } else { "warn,zmtp=error" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    zmtp::logging::init(default_level, true);
     match run(cli.command).await {
         Ok(code) => code,
         Err(message) => {

@@ -1,7 +1,7 @@
 //! `ppp`: run a Paranoid Pirate queue, echo worker or Lazy Pirate client from the command line.
 #![forbid(unsafe_code)]
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,13 +230,7 @@ struct ClientArgs {
 
 fn init_logging(verbose: bool) {
     let default = if verbose { "ppp=debug,info" } else { "info" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    zmtp::logging::init(default, true);
 }
 
 #[tokio::main]

@@ -11,10 +11,6 @@ mod proxy;
 mod run;
 mod setup;
 
-use std::io::IsTerminal;
-
-use tracing_subscriber::EnvFilter;
-
 use crate::cli::Invocation;
 use crate::error::CliError;
 
@@ -55,11 +51,5 @@ fn execute() -> Result<(), CliError> {
 
 /// `RUST_LOG` (e.g. `RUST_LOG=debug`) controls tracing on stderr; warnings show by default.
 fn init_tracing() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    zmtp::logging::init("warn", false);
 }
