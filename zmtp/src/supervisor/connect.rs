@@ -28,51 +28,40 @@ pub(crate) fn connect<H: Host>(
     let host = host.clone();
     tokio::spawn(async move {
         let _live = live;
-        connect_loop(&host, ep, endpoint, slot, accepting, connections).await
-    });
-}
-
-async fn connect_loop<H: Host>(
-    host: &Arc<H>,
-    ep: Endpoint,
-    endpoint: String,
-    slot: PeerId,
-    accepting: CancellationToken,
-    connections: CancellationToken,
-) {
-    let mut backoff = Backoff::default();
-    loop {
-        host.monitors().emit(|| MonitorEvent::ConnectDelayed { endpoint: endpoint.clone() });
-        let connected = tokio::select! {
-            c = transport::connect(&ep) => c,
-            _ = stop_connecting(&**host, slot, &accepting, &connections) => break,
-        };
-        match connected {
-            Ok((conn, peer)) => {
-                host.monitors().emit(|| MonitorEvent::Connected { endpoint: endpoint.clone(), peer: peer.clone() });
-                let kill = connections.child_token();
-                let result = run_connection(host, Some(slot), conn, kill, &endpoint, &peer).await;
-                log_end(&endpoint, &peer, &result);
-                match result {
-                    Err(e) if e.is_protocol() => {
-                        // libzmq does not reconnect after a protocol error; the slot is gone.
-                        host.remove_slot(slot);
-                        return;
+        let mut backoff = Backoff::default();
+        loop {
+            host.monitors().emit(|| MonitorEvent::ConnectDelayed { endpoint: endpoint.clone() });
+            let connected = tokio::select! {
+                c = transport::connect(&ep) => c,
+                _ = stop_connecting(&*host, slot, &accepting, &connections) => break,
+            };
+            match connected {
+                Ok((conn, peer)) => {
+                    host.monitors().emit(|| MonitorEvent::Connected { endpoint: endpoint.clone(), peer: peer.clone() });
+                    let kill = connections.child_token();
+                    let result = run_connection(&host, Some(slot), conn, kill, &endpoint, &peer).await;
+                    log_end(&endpoint, &peer, &result);
+                    match result {
+                        Err(e) if e.is_protocol() => {
+                            // libzmq does not reconnect after a protocol error; the slot is gone.
+                            host.remove_slot(slot);
+                            return;
+                        }
+                        _ if accepting.is_cancelled() && !host.slot_has_pending(slot) => break,
+                        _ => backoff.reset(),
                     }
-                    _ if accepting.is_cancelled() && !host.slot_has_pending(slot) => break,
-                    _ => backoff.reset(),
                 }
+                Err(e) => tracing::debug!(%endpoint, error = %e, "connect failed"),
             }
-            Err(e) => tracing::debug!(%endpoint, error = %e, "connect failed"),
+            let options = host.options_snapshot();
+            let Some(wait) = backoff.next(options.reconnect_ivl, options.reconnect_ivl_max) else { break };
+            host.monitors().emit(|| MonitorEvent::ConnectRetried { endpoint: endpoint.clone(), retry_in: wait });
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop_connecting(&*host, slot, &accepting, &connections) => break,
+            }
         }
-        let options = host.options_snapshot();
-        let Some(wait) = backoff.next(options.reconnect_ivl, options.reconnect_ivl_max) else { break };
-        host.monitors().emit(|| MonitorEvent::ConnectRetried { endpoint: endpoint.clone(), retry_in: wait });
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop_connecting(&**host, slot, &accepting, &connections) => break,
-        }
-    }
+    });
 }
 
 /// Resolves when a connect loop should stop: `disconnect`, LINGER expiry, or the socket closing with
