@@ -45,9 +45,15 @@ pub fn free_ports(triples: usize) -> Vec<u16> {
     // 20000 and up: servers bound with port 0 pick their random triples from 10000..20000, so
     // tests that run in parallel never draw from the same pool.
     let (low, high) = (20_000u16, ephemeral_low.saturating_sub(3));
+    // Triples start at `low` + a multiple of 3, and each is handed out once per test process: two
+    // tests running in parallel can neither get the same triple nor overlapping ones (a test that
+    // probed 30546 for its own triple while another's server had yet to bind 30544..30546 made
+    // that server fail to start — its peer then waited for it forever).
+    static HANDED_OUT: Mutex<std::collections::BTreeSet<u16>> = Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let mut candidates: Box<dyn Iterator<Item = u16>> = if high > low + 1000 {
-        let start = low + rand::random::<u16>() % (high - low);
-        Box::new((start..high).chain(low..start).step_by(3).chain(std::iter::repeat(0)))
+        let start = low + rand::random::<u16>() % ((high - low) / 3) * 3;
+        Box::new((start..high).step_by(3).chain((low..start).step_by(3)).chain(std::iter::repeat(0)))
     } else {
         Box::new(std::iter::repeat(0))
     };
@@ -59,8 +65,12 @@ pub fn free_ports(triples: usize) -> Vec<u16> {
         if p > u16::MAX - 2 {
             continue;
         }
+        if handed_out.contains(&p) {
+            continue;
+        }
         if let (Ok(b), Ok(c)) = (bind(p + 1), bind(p + 2)) {
             held.extend([a, b, c]);
+            handed_out.insert(p);
             found.push(p);
         }
     }
