@@ -13,9 +13,17 @@ use libfuzzer_sys::fuzz_target;
 #[derive(Arbitrary, Debug)]
 enum Op {
     /// A client's update arrives (uuid: one of 8, or none).
-    Hold { id: Option<u8>, key: u8, value: u8 },
+    Hold {
+        id: Option<u8>,
+        key: u8,
+        value: u8,
+    },
     /// The active publishes an update.
-    Published { id: Option<u8>, key: u8, value: u8 },
+    Published {
+        id: Option<u8>,
+        key: u8,
+        value: u8,
+    },
     Advance(u16),
     /// The active was heard now.
     Prune,

@@ -2,7 +2,7 @@
 #![no_main]
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use zmtp::wire::{Command, Metadata};
+use zmtp_wire::{Command, Metadata};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(md) = Metadata::parse(data) {

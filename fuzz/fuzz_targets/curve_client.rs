@@ -1,8 +1,8 @@
 //! CURVE client fed fuzzed WELCOME/READY/ERROR commands after a genuine HELLO.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use zmtp::wire::curve::{CurveClient, KeyPair};
-use zmtp::wire::{SocketType, Step};
+use zmtp_wire::curve::{CurveClient, KeyPair};
+use zmtp_wire::{SocketType, Step};
 
 #[path = "common.rs"]
 mod common;
@@ -13,6 +13,7 @@ fuzz_target!(|data: &[u8]| {
         common::config(SocketType::Dealer, false),
         KeyPair::from_secret_bytes([9; 32]),
         server.public(),
+        &mut common::rng(),
     );
     let _ = client.start();
     for body in common::bodies(data) {

@@ -2,8 +2,8 @@
 //! and only strictly increasing nonces are accepted.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use zmtp::wire::curve::{CurveClient, CurveServer, KeyPair};
-use zmtp::wire::{SocketType, Step, ZapReply};
+use zmtp_wire::curve::{CurveClient, CurveServer, KeyPair};
+use zmtp_wire::{SocketType, Step, ZapReply};
 
 #[path = "common.rs"]
 mod common;
@@ -14,8 +14,9 @@ fuzz_target!(|data: &[u8]| {
         common::config(SocketType::Dealer, false),
         KeyPair::from_secret_bytes([9; 32]),
         server_keys.public(),
+        &mut common::rng(),
     );
-    let mut server = CurveServer::new(common::config(SocketType::Router, true), server_keys);
+    let mut server = CurveServer::new(common::config(SocketType::Router, true), server_keys, &mut common::rng());
     let Ok(Step::Send(welcome)) = server.on_command(client.start().unwrap()) else { panic!("hello") };
     let Ok(Step::Send(initiate)) = client.on_command(welcome[0].clone()) else { panic!("welcome") };
     let Ok(Step::Authenticate(_)) = server.on_command(initiate[0].clone()) else { panic!("initiate") };

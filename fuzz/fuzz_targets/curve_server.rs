@@ -2,8 +2,8 @@
 #![no_main]
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use zmtp::wire::curve::{CurveClient, CurveServer, KeyPair};
-use zmtp::wire::{Handshake, SocketType, Step, ZapReply};
+use zmtp_wire::curve::{CurveClient, CurveServer, KeyPair};
+use zmtp_wire::{Handshake, SocketType, Step, ZapReply};
 
 #[path = "common.rs"]
 mod common;
@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let mut server = Handshake::CurveServer(Box::new(CurveServer::new(
         common::config(SocketType::Router, true),
         server_keys.clone(),
+        &mut common::rng(),
     )));
     if mode & 1 == 0 {
         for body in common::bodies(rest) {
@@ -48,7 +49,12 @@ fuzz_target!(|data: &[u8]| {
     }
     // Structured: a genuine exchange where the fuzzer flips bytes in HELLO or INITIATE.
     let (hello_edits, initiate_edits) = rest.split_at(rest.len() / 2);
-    let mut client = CurveClient::new(common::config(SocketType::Dealer, false), client_keys, server_keys.public());
+    let mut client = CurveClient::new(
+        common::config(SocketType::Dealer, false),
+        client_keys,
+        server_keys.public(),
+        &mut common::rng(),
+    );
     let hello = mutate(&client.start().unwrap(), hello_edits);
     let Ok(Step::Send(welcome)) = server.on_command(hello) else { return };
     let Ok(Step::Send(initiate)) = client.on_command(welcome[0].clone()) else { return };

@@ -4,9 +4,8 @@
 #![no_main]
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use tokio_util::codec::Decoder;
-use zmtp::wire::FrameCodec;
-use zmtp::wire::frame::{MIN_RESERVE, READ_CHUNK};
+use zmtp_wire::FrameCodec;
+use zmtp_wire::frame::{MIN_RESERVE, READ_CHUNK};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&[chunk, limit], bytes)) = data.split_first_chunk::<2>() else { return };

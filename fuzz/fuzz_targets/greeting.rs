@@ -1,7 +1,7 @@
 //! The greeting decoder, fed in chunks whose sizes come from the input.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use zmtp::wire::GreetingDecoder;
+use zmtp_wire::GreetingDecoder;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&chunk, bytes)) = data.split_first() else { return };

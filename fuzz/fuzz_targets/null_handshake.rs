@@ -1,7 +1,7 @@
 //! NULL handshake (with and without authentication) fed arbitrary commands.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use zmtp::wire::{Handshake, NullHandshake, SocketType, Step, ZapReply};
+use zmtp_wire::{Handshake, NullHandshake, SocketType, Step, ZapReply};
 
 #[path = "common.rs"]
 mod common;

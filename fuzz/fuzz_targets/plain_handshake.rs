@@ -2,8 +2,8 @@
 #![no_main]
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use zmtp::wire::plain::{PlainClient, PlainServer};
-use zmtp::wire::{Handshake, SocketType, Step, ZapReply};
+use zmtp_wire::plain::{PlainClient, PlainServer};
+use zmtp_wire::{Handshake, SocketType, Step, ZapReply};
 
 #[path = "common.rs"]
 mod common;

@@ -3,8 +3,7 @@
 use arbitrary::Arbitrary;
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use tokio_util::codec::{Decoder, Encoder};
-use zmtp::wire::{Frame, FrameCodec};
+use zmtp_wire::{Frame, FrameCodec};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -21,7 +20,7 @@ fuzz_target!(|input: Input| {
     let mut wire = BytesMut::new();
     let mut codec = FrameCodec::default();
     for f in &frames {
-        codec.encode(f.clone(), &mut wire).unwrap();
+        codec.encode(f.clone(), &mut wire);
     }
     let mut buf = BytesMut::new();
     let mut got = Vec::new();

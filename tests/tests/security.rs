@@ -24,6 +24,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::timeout;
 use zmtp::security::{KeyPair, Mechanism, StaticAuthenticator, ZapReply, ZapRequest};
 use zmtp::wire::curve::{CurveCipher, CurveClient, CurveError};
+use zmtp::wire::rand_core::OsRng;
 use zmtp::wire::{GreetingError, HandshakeConfig, HandshakeError, Step};
 use zmtp::{ConnectionError, Error, Message, Monitor, MonitorEvent, Socket, SocketType};
 
@@ -1035,7 +1036,7 @@ impl CurveBed {
     }
 
     fn client(&self) -> CurveClient {
-        CurveClient::new(raw_config(), KeyPair::generate(), self.keys.public())
+        CurveClient::new(raw_config(), KeyPair::generate(), self.keys.public(), &mut OsRng)
     }
 
     /// The attacker was cut off with `expected` (during the handshake or after it, as `after_handshake`
@@ -1184,7 +1185,7 @@ async fn curve_initiate_with_vouch_mismatch_is_refused() {
         // names a different server key (byte for byte), which the server must refuse.
         let mut other_server_key = bed.keys.public();
         other_server_key[31] ^= 0x80;
-        let mut client = CurveClient::new(raw_config(), KeyPair::generate(), other_server_key);
+        let mut client = CurveClient::new(raw_config(), KeyPair::generate(), other_server_key, &mut OsRng);
         let mut raw = Raw::connect(&bed.ep).await;
         raw.command(&client.start().unwrap()).await;
         let initiate = raw.initiate(&mut client).await;
@@ -1218,7 +1219,7 @@ async fn curve_replayed_message_is_refused() {
     bounded(async {
         let mut bed = CurveBed::new().await;
         let keys = KeyPair::generate();
-        let mut client = CurveClient::new(raw_config(), keys.clone(), bed.keys.public());
+        let mut client = CurveClient::new(raw_config(), keys.clone(), bed.keys.public(), &mut OsRng);
         let mut raw = Raw::connect(&bed.ep).await;
         let (mut enc, _dec) = raw.handshake(&mut client).await.split();
         let one = message(&mut enc, b"one");
@@ -1313,7 +1314,7 @@ async fn curve_raw_client_receives_encrypted_messages() {
         })
         .await;
         let config = HandshakeConfig { socket_type: SocketType::Pull, ..raw_config() };
-        let mut client = CurveClient::new(config, KeyPair::generate(), keys.public());
+        let mut client = CurveClient::new(config, KeyPair::generate(), keys.public(), &mut OsRng);
         let mut raw = Raw::connect(&ep).await;
         let (_enc, mut dec) = raw.handshake(&mut client).await.split();
         handshake_succeeded(&mut mon).await;

@@ -13,7 +13,6 @@
 use bytes::{Bytes, BytesMut};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use tokio_util::codec::{Decoder, Encoder};
 use zmtp::wire::frame::{FLAG_MORE, encode_header};
 use zmtp::wire::{Frame, FrameCodec};
 
@@ -30,7 +29,7 @@ fn encoded(size: usize, n: usize, more_every: Option<usize>) -> Bytes {
     let mut codec = FrameCodec::default();
     for i in 0..n {
         let more = more_every.is_some_and(|k| (i + 1) % k != 0);
-        codec.encode(Frame::message(body.clone(), more), &mut out).unwrap();
+        codec.encode(Frame::message(body.clone(), more), &mut out);
     }
     out.freeze()
 }
@@ -47,7 +46,7 @@ fn encode(c: &mut Criterion) {
             b.iter(|| {
                 out.clear();
                 for _ in 0..n {
-                    codec.encode(Frame::message(body.clone(), false), &mut out).unwrap();
+                    codec.encode(Frame::message(body.clone(), false), &mut out);
                 }
                 black_box(out.len())
             })

@@ -10,6 +10,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use zmtp::security::KeyPair;
 use zmtp::wire::curve::{CurveCipher, CurveClient, CurveServer};
+use zmtp::wire::rand_core::OsRng;
 use zmtp::wire::{HandshakeConfig, Step};
 use zmtp::{Socket, SocketType};
 
@@ -65,8 +66,8 @@ fn config(socket_type: SocketType) -> HandshakeConfig {
 /// A client and a server session from an in-memory handshake (the sans-IO types, no sockets).
 fn sessions() -> (CurveCipher, CurveCipher) {
     let server_keys = KeyPair::generate();
-    let mut client = CurveClient::new(config(SocketType::Push), KeyPair::generate(), server_keys.public());
-    let mut server = CurveServer::new(config(SocketType::Pull), server_keys);
+    let mut client = CurveClient::new(config(SocketType::Push), KeyPair::generate(), server_keys.public(), &mut OsRng);
+    let mut server = CurveServer::new(config(SocketType::Pull), server_keys, &mut OsRng);
     let sent = |step: Step| match step {
         Step::Send(mut v) => v.remove(0),
         other => panic!("unexpected {other:?}"),

@@ -138,10 +138,7 @@ pub enum LimitError {
 
 impl From<FrameError> for ConnectionError {
     fn from(e: FrameError) -> Self {
-        match e {
-            FrameError::Io(io) => ConnectionError::Io(io),
-            other => ConnectionError::Frame(other),
-        }
+        ConnectionError::Frame(e)
     }
 }
 

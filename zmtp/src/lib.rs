@@ -23,7 +23,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layers: `wire` is the sans-IO protocol (greeting, frames, commands, handshake); the engine runs
+//! Layers: `wire` is the sans-IO protocol (greeting, frames, commands, handshake) — its own `no_std`
+//! crate, [`zmtp-wire`](https://docs.rs/zmtp-wire), for embedded users; the engine runs
 //! one connection; the supervisor makes and remakes connections; the socket core routes messages
 //! between connections by the socket type's patterns. Only the socket API, its errors, monitor
 //! events and [`security`] are public; the protocol layers are internal (the `internals` feature
@@ -54,12 +55,12 @@ pub mod transport;
 #[cfg(not(feature = "internals"))]
 #[allow(dead_code, unused_imports)]
 mod transport;
+/// The sans-IO protocol layer is its own `no_std` crate, `zmtp-wire`.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub mod wire;
+pub use zmtp_wire as wire;
 #[cfg(not(feature = "internals"))]
-#[allow(dead_code, unused_imports)]
-mod wire;
+use zmtp_wire as wire;
 
 pub use error::{ConnectionError, Error, Fault, LimitError, Refusal, Result};
 pub use message::{Message, Properties};

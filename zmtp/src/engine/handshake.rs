@@ -1,8 +1,8 @@
 //! Greeting exchange and the security handshake (any mechanism) over a live stream.
 
 use bytes::{Buf, Bytes, BytesMut};
+use rand::rngs::OsRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio_util::codec::Decoder;
 
 use crate::error::ConnectionError;
 use crate::options::Options;
@@ -35,13 +35,13 @@ fn mechanism(opts: &Options, config: HandshakeConfig) -> Result<Handshake, Conne
         (Mechanism::Curve, true) => {
             let keys =
                 opts.curve_keypair.clone().ok_or(HandshakeError::Malformed("CURVE server without a secret key"))?;
-            Handshake::CurveServer(Box::new(crate::wire::curve::CurveServer::new(config, keys)))
+            Handshake::CurveServer(Box::new(crate::wire::curve::CurveServer::new(config, keys, &mut OsRng)))
         }
         (Mechanism::Curve, false) => {
             let server = opts.curve_serverkey.ok_or(HandshakeError::Malformed("CURVE client without a server key"))?;
             // A client without its own key pair gets a fresh one: servers that allow any key still work.
             let keys = opts.curve_keypair.clone().unwrap_or_else(crate::security::KeyPair::generate);
-            Handshake::CurveClient(Box::new(crate::wire::curve::CurveClient::new(config, keys, server)))
+            Handshake::CurveClient(Box::new(crate::wire::curve::CurveClient::new(config, keys, server, &mut OsRng)))
         }
     })
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio_util::codec::Decoder;
 
 use super::Liveness;
 use super::host::Host;

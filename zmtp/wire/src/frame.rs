@@ -1,4 +1,4 @@
-//! ZMTP frames and their codec (tokio-util `Decoder`/`Encoder`).
+//! ZMTP frames and their codec.
 //!
 //! Decoding is zero-copy: a frame body is split off the read buffer as `Bytes`. Declared sizes are
 //! checked against the configured maximum and against `usize` *before* any buffering, and the decoder
@@ -6,7 +6,6 @@
 //! bytes it actually sends.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio_util::codec::{Decoder, Encoder};
 
 /// More frames follow in this message.
 pub const FLAG_MORE: u8 = 0x01;
@@ -65,9 +64,6 @@ pub enum FrameError {
     /// The declared size cannot be addressed on this platform (32-bit targets) or exceeds 2^63-1.
     #[error("frame size {0} cannot be represented on this platform")]
     SizeOverflow(u64),
-    /// The underlying stream failed.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
 }
 
 /// Encodes a frame header (flags and size) for a body of `len` bytes.
@@ -124,13 +120,11 @@ impl FrameCodec {
         };
         Ok(Some((flags & (FLAG_MORE | FLAG_COMMAND), header_len, len)))
     }
-}
 
-impl Decoder for FrameCodec {
-    type Item = Frame;
-    type Error = FrameError;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+    /// Splits the next whole frame off the front of `src`, or returns `None` (having reserved room for
+    /// more, bounded by what has arrived) until one is there. The same contract as tokio-util's
+    /// `Decoder::decode`.
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         let Some((flags, header_len, len)) = self.header(src)? else {
             return Ok(None);
         };
@@ -149,16 +143,12 @@ impl Decoder for FrameCodec {
         let body = src.split_to(len).freeze();
         Ok(Some(Frame { flags, body }))
     }
-}
 
-impl Encoder<Frame> for FrameCodec {
-    type Error = FrameError;
-
-    fn encode(&mut self, frame: Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
+    /// Appends a frame (header and body) to `dst`.
+    pub fn encode(&mut self, frame: Frame, dst: &mut BytesMut) {
         dst.reserve(9 + frame.body.len());
         encode_header(frame.flags, frame.body.len(), dst);
         dst.extend_from_slice(&frame.body);
-        Ok(())
     }
 }
 
@@ -180,7 +170,7 @@ mod tests {
         let frames = decode_all(&mut FrameCodec::default(), &[0x00, 0x04, b'A', b'L', b'O', b'L']);
         assert_eq!(frames, vec![Frame::message(&b"ALOL"[..], false)]);
         let mut out = BytesMut::new();
-        FrameCodec::default().encode(Frame::message(&b"ALOL"[..], false), &mut out).unwrap();
+        FrameCodec::default().encode(Frame::message(&b"ALOL"[..], false), &mut out);
         assert_eq!(&out[..], &[0x00, 0x04, b'A', b'L', b'O', b'L']);
     }
 
@@ -188,7 +178,7 @@ mod tests {
     fn long_flag_set_iff_over_255() {
         for (len, header) in [(255usize, 2usize), (256, 9)] {
             let mut out = BytesMut::new();
-            FrameCodec::default().encode(Frame::message(vec![7u8; len], true), &mut out).unwrap();
+            FrameCodec::default().encode(Frame::message(vec![7u8; len], true), &mut out);
             assert_eq!(out.len(), header + len);
             assert_eq!(out[0] & FLAG_LONG != 0, len > 255);
             assert_eq!(decode_all(&mut FrameCodec::default(), &out)[0].body.len(), len);
@@ -215,7 +205,7 @@ mod tests {
             Frame::message(&b"x"[..], false),
         ];
         for f in &frames {
-            FrameCodec::default().encode(f.clone(), &mut wire).unwrap();
+            FrameCodec::default().encode(f.clone(), &mut wire);
         }
         for chunk in [1, 2, 3, 7, 100, 1000] {
             let mut codec = FrameCodec::default();

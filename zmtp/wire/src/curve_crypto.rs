@@ -5,11 +5,12 @@
 //! Every box is NaCl `crypto_box` (X25519 + XSalsa20-Poly1305, tag first). Secrets are zeroized on
 //! drop.
 
+use alloc::{string::String, vec::Vec};
 use bytes::{BufMut, BytesMut};
 use crypto_box::aead::generic_array::GenericArray;
-use crypto_box::aead::{Aead, AeadInPlace, OsRng};
+use crypto_box::aead::{Aead, AeadInPlace};
 use crypto_box::{PublicKey, SalsaBox, SecretKey};
-use rand::RngCore;
+use rand_core::CryptoRngCore;
 
 use super::frame::{FLAG_COMMAND, FLAG_MORE, Frame, encode_header};
 
@@ -83,9 +84,9 @@ pub(super) fn open(
     key.decrypt(&nonce(prefix, tail), cipher).map_err(|_| CurveError::Decrypt(stage))
 }
 
-pub(super) fn random<const N: usize>() -> [u8; N] {
+pub(super) fn random<const N: usize>(rng: &mut impl CryptoRngCore) -> [u8; N] {
     let mut b = [0u8; N];
-    OsRng.fill_bytes(&mut b);
+    rng.fill_bytes(&mut b);
     b
 }
 
@@ -96,10 +97,10 @@ pub(super) fn public_key(bytes: &[u8]) -> PublicKey {
 /// A long-term CURVE key pair. The secret half is zeroized when dropped.
 ///
 /// ```
-/// let pair = zmtp::security::KeyPair::generate();
+/// let pair = zmtp_wire::KeyPair::generate();
 /// let text = pair.public_z85();
 /// assert_eq!(text.len(), 40);
-/// let again = zmtp::security::KeyPair::from_secret_z85(&pair.secret_z85()).unwrap();
+/// let again = zmtp_wire::KeyPair::from_secret_z85(&pair.secret_z85()).unwrap();
 /// assert_eq!(again.public_z85(), text);
 /// ```
 #[derive(Clone)]
@@ -108,16 +109,23 @@ pub struct KeyPair {
     pub(super) public: PublicKey,
 }
 
-impl std::fmt::Debug for KeyPair {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for KeyPair {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "KeyPair {{ public: {}, secret: <hidden> }}", self.public_z85())
     }
 }
 
 impl KeyPair {
-    /// A fresh key pair from the OS random number generator.
+    /// A fresh key pair from the operating system's random number generator (feature `std`).
+    #[cfg(feature = "std")]
     pub fn generate() -> KeyPair {
-        Self::from_secret(SecretKey::generate(&mut OsRng))
+        Self::generate_with(&mut rand_core::OsRng)
+    }
+
+    /// A fresh key pair from the given cryptographically secure generator (what `no_std` users call,
+    /// with their platform's hardware RNG).
+    pub fn generate_with(rng: &mut impl CryptoRngCore) -> KeyPair {
+        Self::from_secret(SecretKey::generate(rng))
     }
 
     fn from_secret(secret: SecretKey) -> KeyPair {
@@ -155,7 +163,7 @@ impl KeyPair {
 /// Decodes a 40-character Z85 key.
 ///
 /// ```
-/// use zmtp::security::decode_key;
+/// use zmtp_wire::curve::decode_key;
 /// let short = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf"; // 39 characters
 /// assert_eq!(decode_key(short).unwrap_err().to_string(), "a CURVE key is 40 Z85 characters, this one has 39");
 /// ```
@@ -174,8 +182,8 @@ pub struct CurveCipher {
     decoder: CurveDecoder,
 }
 
-impl std::fmt::Debug for CurveCipher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for CurveCipher {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("CurveCipher")
     }
 }

@@ -3,6 +3,7 @@
 //! mechanisms use. The mechanisms (`null.rs`, `plain.rs`, `curve.rs`) build on this; `mechanism.rs`
 //! puts one interface over them.
 
+use alloc::{string::String, string::ToString, vec, vec::Vec};
 use bytes::Bytes;
 
 use super::command::{Command, CommandError, error_reason};
@@ -157,6 +158,18 @@ pub struct HandshakeConfig {
 }
 
 impl HandshakeConfig {
+    /// A configuration for a socket of this type: no routing id, no ZAP domain or peer address, no
+    /// authentication (set the public fields for more).
+    pub fn new(socket_type: SocketType) -> Self {
+        HandshakeConfig {
+            socket_type,
+            routing_id: Bytes::new(),
+            zap_domain: String::new(),
+            peer_address: String::new(),
+            authenticate: false,
+        }
+    }
+
     /// Our READY / INITIATE metadata.
     pub fn metadata(&self) -> Metadata {
         ready_metadata(self.socket_type, &self.routing_id)

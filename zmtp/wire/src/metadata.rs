@@ -3,6 +3,7 @@
 //! Names are matched case-insensitively on input (RFC 23) but written exactly as given, because libzmq
 //! compares `Socket-Type` and `Identity` case-sensitively.
 
+use alloc::{string::String, vec::Vec};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// The largest value length the wire allows.

@@ -5,10 +5,12 @@
 //! cookie is a `crypto_secretbox` under a key that lives only as long as the connection. Secrets are
 //! compared in constant time and zeroized on drop.
 
+use alloc::{string::String, vec, vec::Vec};
 use bytes::{BufMut, Bytes, BytesMut};
 use crypto_box::aead::{Aead, KeyInit};
 use crypto_box::{PublicKey, SalsaBox};
 use crypto_secretbox::XSalsa20Poly1305;
+use rand_core::CryptoRngCore;
 use subtle::ConstantTimeEq;
 
 use super::command::split_name;
@@ -41,24 +43,28 @@ pub struct CurveClient {
     ours: KeyPair,
     server: PublicKey,
     transient: KeyPair,
+    vouch_nonce: [u8; 16],
     next_nonce: u64,
     state: ClientState,
 }
 
-impl std::fmt::Debug for CurveClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for CurveClient {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("CurveClient")
     }
 }
 
 impl CurveClient {
     /// A client with its long-term key pair, talking to the server whose public key is `server`.
-    pub fn new(config: HandshakeConfig, ours: KeyPair, server: [u8; KEY_LEN]) -> Self {
+    /// Everything random the handshake needs (its transient key pair, the vouch's nonce) is drawn
+    /// from `rng` here, so the state machine itself is deterministic.
+    pub fn new(config: HandshakeConfig, ours: KeyPair, server: [u8; KEY_LEN], rng: &mut impl CryptoRngCore) -> Self {
         CurveClient {
             config,
             ours,
             server: PublicKey::from(server),
-            transient: KeyPair::generate(),
+            transient: KeyPair::generate_with(rng),
+            vouch_nonce: random(rng),
             next_nonce: 1,
             state: ClientState::AwaitWelcome,
         }
@@ -99,7 +105,7 @@ impl CurveClient {
                 let server_transient = public_key(&plain[..KEY_LEN]);
                 let cookie = &plain[KEY_LEN..];
                 let session = SalsaBox::new(&server_transient, &self.transient.secret);
-                let vouch_nonce: [u8; 16] = random();
+                let vouch_nonce = self.vouch_nonce;
                 let mut vouched = Vec::with_capacity(2 * KEY_LEN);
                 vouched.extend_from_slice(self.transient.public.as_bytes());
                 vouched.extend_from_slice(self.server.as_bytes());
@@ -148,26 +154,42 @@ pub struct CurveServer {
     config: HandshakeConfig,
     ours: KeyPair,
     cookie_key: crypto_secretbox::Key,
+    /// Drawn at construction so the state machine is deterministic; the transient key pair is
+    /// derived from its secret only once a HELLO has been verified (the scalar multiplication is
+    /// not spent on a peer that never sends one).
+    transient_secret: [u8; KEY_LEN],
+    cookie_nonce: [u8; 16],
+    welcome_nonce: [u8; 16],
     state: ServerState,
 }
 
-impl std::fmt::Debug for CurveServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for CurveServer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("CurveServer")
     }
 }
 
 impl Drop for CurveServer {
     fn drop(&mut self) {
-        // The cookie key is a secret too.
+        // The cookie key is a secret too, and so is the transient secret until it is used.
         self.cookie_key.iter_mut().for_each(|b| *b = 0);
+        self.transient_secret.iter_mut().for_each(|b| *b = 0);
     }
 }
 
 impl CurveServer {
-    /// A server with its long-term key pair.
-    pub fn new(config: HandshakeConfig, ours: KeyPair) -> Self {
-        CurveServer { config, ours, cookie_key: random::<32>().into(), state: ServerState::AwaitHello }
+    /// A server with its long-term key pair. Everything random the handshake needs (the cookie key,
+    /// the transient secret, two nonces) is drawn from `rng` here.
+    pub fn new(config: HandshakeConfig, ours: KeyPair, rng: &mut impl CryptoRngCore) -> Self {
+        CurveServer {
+            config,
+            ours,
+            cookie_key: random::<32>(rng).into(),
+            transient_secret: random(rng),
+            cookie_nonce: random(rng),
+            welcome_nonce: random(rng),
+            state: ServerState::AwaitHello,
+        }
     }
 
     /// HELLO → WELCOME; INITIATE → authenticate.
@@ -175,7 +197,7 @@ impl CurveServer {
         let (name, _) = split_name(&body)?;
         // The state is taken by value, so each step owns what it needs; a failed step leaves the
         // handshake finished (the connection ends).
-        match (std::mem::replace(&mut self.state, ServerState::Finished), &name[..]) {
+        match (core::mem::replace(&mut self.state, ServerState::Finished), &name[..]) {
             (ServerState::AwaitHello, b"HELLO") => self.on_hello(&body),
             (ServerState::AwaitInitiate { client_transient, transient }, b"INITIATE") => {
                 self.on_initiate(&body, client_transient, transient)
@@ -195,8 +217,8 @@ impl CurveServer {
         let client_transient = public_key(&body[80..112]);
         let hello_box = SalsaBox::new(&client_transient, &self.ours.secret);
         open(&hello_box, b"CurveZMQHELLO---", &body[112..120], &body[120..200], "HELLO")?;
-        let transient = KeyPair::generate();
-        let cookie_nonce: [u8; 16] = random();
+        let transient = KeyPair::from_secret_bytes(core::mem::take(&mut self.transient_secret));
+        let cookie_nonce = self.cookie_nonce;
         let mut cookie_plain = [0u8; 2 * KEY_LEN];
         cookie_plain[..KEY_LEN].copy_from_slice(client_transient.as_bytes());
         cookie_plain[KEY_LEN..].copy_from_slice(&transient.secret.to_bytes());
@@ -208,7 +230,7 @@ impl CurveServer {
         welcome_plain.extend_from_slice(transient.public.as_bytes());
         welcome_plain.extend_from_slice(&cookie_nonce);
         welcome_plain.extend_from_slice(&cookie_box);
-        let welcome_nonce: [u8; 16] = random();
+        let welcome_nonce = self.welcome_nonce;
         let welcome_box = seal(&hello_box, b"WELCOME-", &welcome_nonce, &welcome_plain);
         let mut out = BytesMut::with_capacity(WELCOME_LEN);
         out.put_slice(b"\x07WELCOME");
@@ -264,7 +286,7 @@ impl CurveServer {
     /// The authenticator's verdict on the client's long-term key.
     pub fn on_auth(&mut self, reply: ZapReply) -> Result<Step, HandshakeError> {
         let ServerState::AwaitAuth { client_transient, transient, peer, client_nonce } =
-            std::mem::replace(&mut self.state, ServerState::Finished)
+            core::mem::replace(&mut self.state, ServerState::Finished)
         else {
             return Err(HandshakeError::Misuse("an authenticator reply with no peer awaiting one"));
         };
@@ -288,7 +310,8 @@ impl CurveServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::SocketType;
+    use crate::SocketType;
+    use rand::rngs::OsRng;
 
     fn config(t: SocketType) -> HandshakeConfig {
         HandshakeConfig {
@@ -301,9 +324,10 @@ mod tests {
     }
 
     fn handshake(server_key: [u8; 32]) -> (CurveClient, CurveServer, Result<(Step, Bytes), HandshakeError>) {
-        let server_pair = KeyPair::generate();
-        let mut client = CurveClient::new(config(SocketType::Dealer), KeyPair::generate(), server_key);
-        let mut server = CurveServer::new(config(SocketType::Router), server_pair);
+        let server_pair = KeyPair::generate_with(&mut OsRng);
+        let mut client =
+            CurveClient::new(config(SocketType::Dealer), KeyPair::generate_with(&mut OsRng), server_key, &mut OsRng);
+        let mut server = CurveServer::new(config(SocketType::Router), server_pair, &mut OsRng);
         let hello = client.start().unwrap();
         let result = server.on_command(hello.clone()).map(|s| (s, hello));
         (client, server, result)
@@ -319,10 +343,11 @@ mod tests {
 
     #[test]
     fn full_handshake_and_messages_both_ways() {
-        let server_pair = KeyPair::generate();
-        let client_pair = KeyPair::generate();
-        let mut client = CurveClient::new(config(SocketType::Dealer), client_pair.clone(), server_pair.public());
-        let mut server = CurveServer::new(config(SocketType::Router), server_pair);
+        let server_pair = KeyPair::generate_with(&mut OsRng);
+        let client_pair = KeyPair::generate_with(&mut OsRng);
+        let mut client =
+            CurveClient::new(config(SocketType::Dealer), client_pair.clone(), server_pair.public(), &mut OsRng);
+        let mut server = CurveServer::new(config(SocketType::Router), server_pair, &mut OsRng);
         let hello = client.start().unwrap();
         assert_eq!(hello.len(), 200);
         let welcome = sends(server.on_command(hello).unwrap()).remove(0);
@@ -338,9 +363,9 @@ mod tests {
         let (mut c_enc, mut c_dec) = client_cipher.unwrap().split();
         let mut wire = BytesMut::new();
         c_enc.encode_frame(true, false, b"hello", &mut wire).unwrap();
-        let frame = crate::wire::FrameCodec::default();
+        let frame = crate::FrameCodec::default();
         let mut codec = frame;
-        let outer = tokio_util::codec::Decoder::decode(&mut codec, &mut wire).unwrap().unwrap();
+        let outer = codec.decode(&mut wire).unwrap().unwrap();
         assert_eq!(outer.flags, 0, "outer frame is a plain data frame");
         let inner = s_dec.decode_frame(&outer.body).unwrap();
         assert!(inner.more() && !inner.is_command());
@@ -348,31 +373,41 @@ mod tests {
         // Replaying the same MESSAGE is refused.
         assert!(matches!(s_dec.decode_frame(&outer.body), Err(CurveError::NonceReplay { got: 3, last: 3 })));
         s_enc.encode_frame(false, true, b"\x04PING\x00\x00", &mut wire).unwrap();
-        let outer = tokio_util::codec::Decoder::decode(&mut codec, &mut wire).unwrap().unwrap();
+        let outer = codec.decode(&mut wire).unwrap().unwrap();
         let inner = c_dec.decode_frame(&outer.body).unwrap();
         assert!(inner.is_command() && !inner.more());
     }
 
     #[test]
     fn wrong_server_key_fails_at_hello() {
-        let (_, _, result) = handshake(KeyPair::generate().public());
+        let (_, _, result) = handshake(KeyPair::generate_with(&mut OsRng).public());
         assert!(matches!(result, Err(HandshakeError::Curve(CurveError::Decrypt("HELLO")))));
     }
 
     #[test]
     fn malformed_hello_and_initiate() {
-        let mut server = CurveServer::new(config(SocketType::Rep), KeyPair::generate());
+        let mut server = CurveServer::new(config(SocketType::Rep), KeyPair::generate_with(&mut OsRng), &mut OsRng);
         let short = Bytes::from_static(b"\x05HELLO\x01\x00");
         assert!(matches!(server.on_command(short), Err(HandshakeError::Curve(CurveError::BadLength { .. }))));
-        let server_pair = KeyPair::generate();
-        let mut client = CurveClient::new(config(SocketType::Req), KeyPair::generate(), server_pair.public());
+        let server_pair = KeyPair::generate_with(&mut OsRng);
+        let mut client = CurveClient::new(
+            config(SocketType::Req),
+            KeyPair::generate_with(&mut OsRng),
+            server_pair.public(),
+            &mut OsRng,
+        );
         let mut hello = BytesMut::from(&client.start().unwrap()[..]);
         hello[6] = 2;
-        let mut server = CurveServer::new(config(SocketType::Rep), server_pair.clone());
+        let mut server = CurveServer::new(config(SocketType::Rep), server_pair.clone(), &mut OsRng);
         assert!(matches!(server.on_command(hello.freeze()), Err(HandshakeError::Curve(CurveError::BadVersion(2, 0)))));
         // A tampered cookie in INITIATE.
-        let mut client = CurveClient::new(config(SocketType::Req), KeyPair::generate(), server_pair.public());
-        let mut server = CurveServer::new(config(SocketType::Rep), server_pair);
+        let mut client = CurveClient::new(
+            config(SocketType::Req),
+            KeyPair::generate_with(&mut OsRng),
+            server_pair.public(),
+            &mut OsRng,
+        );
+        let mut server = CurveServer::new(config(SocketType::Rep), server_pair, &mut OsRng);
         let welcome = sends(server.on_command(client.start().unwrap()).unwrap()).remove(0);
         let mut initiate = BytesMut::from(&sends(client.on_command(welcome).unwrap())[0][..]);
         initiate[20] ^= 1;
@@ -381,9 +416,14 @@ mod tests {
 
     #[test]
     fn denied_client_gets_error_400() {
-        let server_pair = KeyPair::generate();
-        let mut client = CurveClient::new(config(SocketType::Req), KeyPair::generate(), server_pair.public());
-        let mut server = CurveServer::new(config(SocketType::Rep), server_pair);
+        let server_pair = KeyPair::generate_with(&mut OsRng);
+        let mut client = CurveClient::new(
+            config(SocketType::Req),
+            KeyPair::generate_with(&mut OsRng),
+            server_pair.public(),
+            &mut OsRng,
+        );
+        let mut server = CurveServer::new(config(SocketType::Rep), server_pair, &mut OsRng);
         let welcome = sends(server.on_command(client.start().unwrap()).unwrap()).remove(0);
         let initiate = sends(client.on_command(welcome).unwrap()).remove(0);
         server.on_command(initiate).unwrap();

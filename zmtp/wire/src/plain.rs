@@ -7,6 +7,7 @@
 //! S→C READY    05 'READY' metadata
 //! ```
 
+use alloc::{string::ToString, vec};
 use bytes::{BufMut, Bytes, BytesMut};
 
 #[cfg(test)]
@@ -170,7 +171,7 @@ pub fn libzmq_error_body(status: u16) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::SocketType;
+    use crate::SocketType;
 
     fn config(t: SocketType) -> HandshakeConfig {
         HandshakeConfig {

@@ -1,6 +1,7 @@
 //! One interface over the security handshakes (NULL, PLAIN, CURVE): the engine sends what a step says,
 //! feeds back each command the peer sends, and asks the authenticator when a step says so.
 
+use alloc::{boxed::Box, vec, vec::Vec};
 use bytes::Bytes;
 
 use super::curve::{CurveClient, CurveServer};

@@ -3,7 +3,8 @@
 //! The peer's greeting is checked in the stages libzmq uses, so a ZMTP 1.0/2.0 peer (which stops
 //! after 10 or 11 bytes and waits) is refused at once instead of hanging until the handshake timeout.
 
-use std::fmt;
+use alloc::{string::String, vec::Vec};
+use core::fmt;
 
 /// Length of a ZMTP 3.x greeting.
 pub const GREETING_LEN: usize = 64;

@@ -1,7 +1,8 @@
 //! Socket types as named in READY's `Socket-Type`, and which pairs may talk (RFC 23 / libzmq).
 
-use std::fmt;
-use std::str::FromStr;
+use alloc::{borrow::ToOwned, string::String};
+use core::fmt;
+use core::str::FromStr;
 
 /// The classic ZeroMQ socket types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,5 +1,7 @@
 //! Z85 (RFC 32): the text form of CURVE keys (32 bytes ↔ 40 characters).
 
+use alloc::{string::String, vec::Vec};
+
 const ALPHABET: &[u8; 85] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
 /// Why a Z85 string or input was refused.

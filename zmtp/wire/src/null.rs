@@ -4,6 +4,7 @@
 //! complete once READY has been both sent and received. Any other command during the handshake, an
 //! ERROR, bad metadata or an incompatible peer socket type fails it with a typed error.
 
+use alloc::{format, vec, vec::Vec};
 use bytes::Bytes;
 
 use super::command::Command;
@@ -67,9 +68,9 @@ impl NullHandshake {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::SocketType;
-    use crate::wire::handshake::ready_metadata;
-    use crate::wire::metadata::Metadata;
+    use crate::SocketType;
+    use crate::handshake::ready_metadata;
+    use crate::metadata::Metadata;
     use bytes::BytesMut;
 
     fn config(t: SocketType, identity: &'static [u8], authenticate: bool) -> HandshakeConfig {
@@ -122,7 +123,7 @@ mod tests {
     #[test]
     fn an_authenticator_reply_nobody_awaits_is_our_misuse_not_the_peers() {
         let mut hs = NullHandshake::new(config(SocketType::Sub, b"", false));
-        let err = hs.on_auth(crate::wire::ZapReply::allow("")).unwrap_err();
+        let err = hs.on_auth(crate::ZapReply::allow("")).unwrap_err();
         assert!(matches!(err, HandshakeError::Misuse(_)), "{err:?}");
     }
 

@@ -1,5 +1,6 @@
 //! The ZAP model (RFC 27): what an authenticator is asked and what it answers.
 
+use alloc::{string::String, vec::Vec};
 use bytes::Bytes;
 
 use super::greeting::Mechanism;
