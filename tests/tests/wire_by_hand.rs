@@ -1,0 +1,95 @@
+//! `zmtp-wire` alone, driven by hand as an embedded user would (its example `handshake_by_hand`, a
+//! sans-IO `Session` over blocking `std::net`), against libzmq 4.3.5 (pyzmq) over CURVE, both
+//! directions: our REQ to libzmq's REP, libzmq's REQ to our REP.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+#[path = "../../zmtp/wire/examples/handshake_by_hand.rs"]
+#[allow(dead_code)]
+mod by_hand;
+
+use zmtp_wire::curve::{KeyPair, decode_key};
+
+/// tests/py/secure_peer.py, read line by line (it ends itself after 40 s whatever happens).
+struct Peer {
+    child: Child,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+}
+
+impl Peer {
+    fn spawn(args: &[&str]) -> Peer {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/secure_peer.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cannot run python3 (needed with pyzmq for the interop tests)");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Peer { child, lines }
+    }
+
+    /// The rest of the next line, which must start with `word `.
+    fn expect(&mut self, word: &str) -> String {
+        let line = self.lines.next().expect("libzmq peer exited early").expect("reading the peer");
+        match line.strip_prefix(word) {
+            Some(rest) => rest.trim_start().to_owned(),
+            None => panic!("expected {word:?} from the libzmq peer, got {line:?}"),
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn hand_driven_req_gets_a_reply_from_libzmq_rep_over_curve() {
+    let mut peer =
+        Peer::spawn(&["type=REP", "bind=tcp://127.0.0.1:*", "curve_server=1", "curve_generate=1", "--", "echo:1"]);
+    let keys = peer.expect("keys");
+    let public = keys.split(' ').next().expect("keys PUBLIC SECRET");
+    let endpoint = peer.expect("ready");
+    let address = endpoint.strip_prefix("tcp://").expect("a tcp endpoint");
+    let reply = by_hand::request(address, decode_key(public).expect("Z85 key"), b"hello from zmtp-wire")
+        .expect("a reply over CURVE");
+    assert_eq!(reply, [&b"hello from zmtp-wire"[..]]);
+    // libzmq saw one two-frame request: REQ's empty delimiter, then the body.
+    // libzmq's REP saw the body (its REQ envelope, our empty delimiter, stripped), from no ZAP user.
+    assert_eq!(peer.expect("recv"), format!("- {}", hex(b"hello from zmtp-wire")));
+}
+
+#[test]
+fn libzmq_req_gets_a_reply_from_hand_driven_rep_over_curve() {
+    let ours = KeyPair::generate();
+    let public = ours.public_z85();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address");
+    let server = std::thread::spawn(move || by_hand::serve_one(&listener, ours));
+    let mut peer = Peer::spawn(&[
+        "type=REQ",
+        &format!("connect=tcp://{address}"),
+        &format!("curve_serverkey={public}"),
+        "curve_generate=1",
+        "--",
+        &format!("send:{}", hex(b"ping")),
+        "recv:1",
+    ]);
+    peer.expect("keys");
+    peer.expect("ready");
+    let echoed = peer.expect("recv");
+    assert_eq!(echoed, format!("- {}", hex(b"ping")), "what libzmq's REQ got back");
+    drop(peer);
+    let request = server.join().expect("server thread").expect("served one request");
+    assert_eq!(request, [&b""[..], &b"ping"[..]]);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
