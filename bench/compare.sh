@@ -13,7 +13,7 @@ runs=${1:-3}
 if ! [ -e /usr/include/zmq.h ]; then
   apt-get update -qq && apt-get install -y -qq libzmq3-dev >/dev/null
 fi
-cargo build --release -q -p zmtp --bins
+cargo build --release -q -p zmtp-tokio --bins
 mkdir -p target/bench
 gcc -O2 -o target/bench/libzmq-perf bench/libzmq/perf.c -lzmq
 ours=target/release
@@ -77,7 +77,7 @@ row thr 1024 500000
 row thr 65536 50000
 row lat 64 20000
 if [ -n "$before" ]; then
-  cargo build --release -q -p zmtp --example idle_memory
+  cargo build --release -q -p zmtp-tokio --example idle_memory
   for impl in now before; do
     bin=$ours; [ "$impl" = before ] && bin=$before
     echo "idle $impl: $("$bin"/examples/idle_memory 2000)"

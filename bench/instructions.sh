@@ -13,7 +13,7 @@ size=${SIZE:-64}
 count=${COUNT:-1000000}
 dirs=("$@")
 if [ ${#dirs[@]} -eq 0 ]; then
-  cargo build --release -q -p zmtp --bins
+  cargo build --release -q -p zmtp-tokio --bins
   dirs=(target/release)
 fi
 tmp=$(mktemp -d)

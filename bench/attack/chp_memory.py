@@ -19,7 +19,7 @@ What it measures (per run, per binary):
      would return; glibc only, musl has no malloc_trim).
 The server is always killed at the end (also on error / Ctrl-C).
 
-Run (from the workspace root, after `cargo build --release -p chp`):
+Run (from the workspace root, after `cargo build --release -p zmtp-chp`):
   python3 bench/attack/chp_memory.py                                  # target/release/chp, 1 run
   python3 bench/attack/chp_memory.py --runs 3 \
       --binary target/release/chp --binary target/x86_64-unknown-linux-musl/release/chp

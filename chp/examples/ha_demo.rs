@@ -4,7 +4,7 @@
 //! checks that every client's map equals the survivor's.
 //!
 //! ```sh
-//! cargo run --release -p chp --example ha_demo [-- --clients 3 --heartbeat-ms 100 --before-ms 2000 --after-ms 2000]
+//! cargo run --release -p zmtp-chp --example ha_demo [-- --clients 3 --heartbeat-ms 100 --before-ms 2000 --after-ms 2000]
 //! ```
 //!
 //! Exit status 0 only if every client converged on the survivor's map.

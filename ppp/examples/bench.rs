@@ -7,8 +7,8 @@
 //!   monitor) and a hang (connection open but silent: detected by expiry after LIVENESS intervals).
 //!
 //! ```sh
-//! cargo run --release -p ppp --example bench              # full run (~1 min)
-//! cargo run --release -p ppp --example bench -- --quick   # fewer requests, short intervals only
+//! cargo run --release -p zmtp-ppp --example bench              # full run (~1 min)
+//! cargo run --release -p zmtp-ppp --example bench -- --quick   # fewer requests, short intervals only
 //! ```
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Codec micro-benchmarks (issue 9): ZMTP frames encoded and decoded per second, by body size.
 //!
-//! `cargo bench -p zmtp --bench codec` (add `-- --quick` for a short run). Each iteration handles a
+//! `cargo bench -p zmtp-tokio --bench codec` (add `-- --quick` for a short run). Each iteration handles a
 //! batch of frames so that the per-frame cost, not the harness, is measured:
 //!
 //! - `encode/<size>`: `FrameCodec::encode` of a batch into one reused buffer (header + body copy).

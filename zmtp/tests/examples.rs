@@ -28,7 +28,7 @@ fn example(name: &str) -> PathBuf {
         // target/<profile> or, when cross-building, target/<triple>/<profile>; cargo marks the root.
         let mut root = profile_dir.parent().expect("target directory");
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.args(["build", "--quiet", "-p", "zmtp", "--example", name]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        cmd.args(["build", "--quiet", "-p", "zmtp-tokio", "--example", name]).current_dir(env!("CARGO_MANIFEST_DIR"));
         if !root.join("CACHEDIR.TAG").exists()
             && let (Some(triple), Some(parent)) = (root.file_name(), root.parent())
         {
