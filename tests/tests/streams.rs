@@ -51,3 +51,37 @@ async fn monitors_end_when_their_socket_is_closed() {
             .await;
     assert!(ended.is_ok(), "the monitor stream ended");
 }
+
+/// Issue 19: `stream()` and `sink()` are `Unpin` like `monitor()` (no `pin!`), and anything
+/// byte-like sends as one frame: `b"hi"`, `s.as_str()`, a `Vec<u8>`, a `&[u8]`; lists and arrays of
+/// frames send as several.
+#[tokio::test(flavor = "current_thread")]
+async fn streams_are_unpin_and_byte_likes_are_one_frame() {
+    use futures::SinkExt;
+    fn assert_unpin<T: Unpin>(_: &T) {}
+
+    let pull = Socket::new(SocketType::Pull);
+    let ep = pull.bind("tcp://127.0.0.1:*").await.unwrap();
+    let push = Socket::new(SocketType::Push);
+    push.connect(&ep).await.unwrap();
+    let mut messages = pull.stream();
+    let mut sink = push.sink();
+    assert_unpin(&messages);
+    assert_unpin(&sink);
+
+    let owned = String::from("as_str");
+    let bytes: Vec<u8> = vec![1, 2, 3];
+    push.send(b"literal").await.unwrap();
+    push.send(owned.as_str()).await.unwrap();
+    push.send(bytes.clone()).await.unwrap();
+    push.send(&bytes[..2]).await.unwrap();
+    push.send(["two", "frames"]).await.unwrap();
+    sink.send(zmtp::Message::from(vec![b"a".to_vec(), b"b".to_vec()])).await.unwrap();
+    let expected: [&[&[u8]]; 6] =
+        [&[b"literal"], &[b"as_str"], &[&[1, 2, 3]], &[&[1, 2]], &[b"two", b"frames"], &[b"a", b"b"]];
+    for frames in expected {
+        let msg = messages.next().await.unwrap().unwrap();
+        let got: Vec<&[u8]> = msg.iter().map(|f| &f[..]).collect();
+        assert_eq!(got, frames);
+    }
+}

@@ -40,9 +40,14 @@ impl Properties {
 
 /// A multipart message: one or more frames, delivered atomically.
 ///
+/// Anything byte-like is one frame; lists and arrays of them are several:
+///
 /// ```
 /// use zmtp::Message;
-/// let msg = Message::from(vec!["header", "body"]);
+/// assert_eq!(Message::from("hi").len(), 1);
+/// assert_eq!(Message::from(b"hi").len(), 1);
+/// assert_eq!(Message::from(vec![1u8, 2, 3]).len(), 1); // a Vec<u8> is one frame of 3 bytes
+/// let msg = Message::from(["header", "body"]);
 /// assert_eq!(msg.len(), 2);
 /// assert_eq!(msg[1], "body");
 /// ```
@@ -73,6 +78,17 @@ impl Message {
         let mut frames = SmallVec::new();
         frames.push(frame.into());
         Message { frames, properties: None }
+    }
+
+    /// A message of these frames, in order: `Message::from_frames([header, body])`.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// let msg = zmtp::Message::from_frames([Bytes::from_static(b"id"), Bytes::new(), Bytes::from("body")]);
+    /// assert_eq!(msg.len(), 3);
+    /// ```
+    pub fn from_frames<T: Into<Bytes>>(frames: impl IntoIterator<Item = T>) -> Self {
+        frames.into_iter().collect()
     }
 
     /// Appends a frame.
@@ -200,20 +216,11 @@ impl<T: Into<Bytes>> FromIterator<T> for Message {
     }
 }
 
-impl<T: Into<Bytes>> From<Vec<T>> for Message {
-    fn from(frames: Vec<T>) -> Self {
-        frames.into_iter().collect()
-    }
-}
+// One frame: every byte-like type is one frame. `Bytes`, `String` and `Vec<u8>` move in without a
+// copy; borrowed slices and strings are copied (use `Bytes::from_static` for a zero-copy literal).
 
 impl From<Bytes> for Message {
     fn from(frame: Bytes) -> Self {
-        Message::single(frame)
-    }
-}
-
-impl From<&'static str> for Message {
-    fn from(frame: &'static str) -> Self {
         Message::single(frame)
     }
 }
@@ -224,9 +231,92 @@ impl From<String> for Message {
     }
 }
 
-impl From<&'static [u8]> for Message {
-    fn from(frame: &'static [u8]) -> Self {
+impl From<Vec<u8>> for Message {
+    /// One frame (a list of frames is `Vec<Bytes>`, `Vec<&str>`, … or [`Message::from_frames`]).
+    fn from(frame: Vec<u8>) -> Self {
         Message::single(frame)
+    }
+}
+
+impl From<&str> for Message {
+    fn from(frame: &str) -> Self {
+        Message::single(Bytes::copy_from_slice(frame.as_bytes()))
+    }
+}
+
+impl From<&String> for Message {
+    fn from(frame: &String) -> Self {
+        Message::from(frame.as_str())
+    }
+}
+
+impl From<&[u8]> for Message {
+    fn from(frame: &[u8]) -> Self {
+        Message::single(Bytes::copy_from_slice(frame))
+    }
+}
+
+impl<const N: usize> From<&[u8; N]> for Message {
+    /// One frame: `b"hello"`.
+    fn from(frame: &[u8; N]) -> Self {
+        Message::from(&frame[..])
+    }
+}
+
+impl From<&Bytes> for Message {
+    fn from(frame: &Bytes) -> Self {
+        Message::single(frame.clone())
+    }
+}
+
+// Several frames: only through explicit lists of frames, never a `Vec<u8>`.
+
+impl From<Vec<Bytes>> for Message {
+    fn from(frames: Vec<Bytes>) -> Self {
+        Message { frames: SmallVec::from_vec(frames), properties: None }
+    }
+}
+
+impl From<Vec<Vec<u8>>> for Message {
+    fn from(frames: Vec<Vec<u8>>) -> Self {
+        Message::from_frames(frames)
+    }
+}
+
+impl From<Vec<String>> for Message {
+    fn from(frames: Vec<String>) -> Self {
+        Message::from_frames(frames)
+    }
+}
+
+impl From<Vec<&str>> for Message {
+    fn from(frames: Vec<&str>) -> Self {
+        frames.into_iter().map(|f| Bytes::copy_from_slice(f.as_bytes())).collect()
+    }
+}
+
+impl From<Vec<&[u8]>> for Message {
+    fn from(frames: Vec<&[u8]>) -> Self {
+        frames.into_iter().map(Bytes::copy_from_slice).collect()
+    }
+}
+
+impl<const N: usize> From<[Bytes; N]> for Message {
+    fn from(frames: [Bytes; N]) -> Self {
+        Message::from_frames(frames)
+    }
+}
+
+impl<const N: usize> From<[&str; N]> for Message {
+    /// Several frames: `["topic", "body"]`.
+    fn from(frames: [&str; N]) -> Self {
+        frames.into_iter().map(|f| Bytes::copy_from_slice(f.as_bytes())).collect()
+    }
+}
+
+impl<const N: usize> From<[&[u8]; N]> for Message {
+    fn from(frames: [&[u8]; N]) -> Self {
+        frames.into_iter().map(Bytes::copy_from_slice).collect()
     }
 }
 

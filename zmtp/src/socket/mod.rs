@@ -297,30 +297,31 @@ impl Socket {
     /// # async fn main() -> zmtp::Result<()> {
     /// use futures::StreamExt;
     /// let pull = zmtp::Socket::new(zmtp::SocketType::Pull);
-    /// let mut messages = Box::pin(pull.stream());
+    /// let mut messages = pull.stream(); // Unpin: no pin! needed
     /// pull.clone().close().await;
     /// assert!(messages.next().await.is_none()); // closed: the stream ends
     /// # Ok(()) }
     /// ```
-    pub fn stream(&self) -> impl Stream<Item = Result<Message>> + Send + 'static {
+    pub fn stream(&self) -> impl Stream<Item = Result<Message>> + Send + Unpin + 'static {
         let socket = self.clone();
-        futures::stream::unfold(Some(socket), |s| async move {
+        // Boxed once per stream (not per message), so the stream is Unpin like `monitor()`.
+        Box::pin(futures::stream::unfold(Some(socket), |s| async move {
             let s = s?;
             match s.recv().await {
                 Err(Error::Closed) => None,
                 Err(e @ Error::NotSupported(_)) => Some((Err(e), None)),
                 item => Some((item, Some(s))),
             }
-        })
+        }))
     }
 
     /// A `Sink` of messages to send.
-    pub fn sink(&self) -> impl Sink<Message, Error = Error> + Send + 'static {
+    pub fn sink(&self) -> impl Sink<Message, Error = Error> + Send + Unpin + 'static {
         let socket = self.clone();
-        futures::sink::unfold(socket, |s, msg: Message| async move {
+        Box::pin(futures::sink::unfold(socket, |s, msg: Message| async move {
             s.send(msg).await?;
             Ok(s)
-        })
+        }))
     }
 
     /// A stream of connection events (listening, accepted, connected, retried, handshake
