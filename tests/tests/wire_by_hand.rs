@@ -2,9 +2,7 @@
 //! sans-IO `Session` over blocking `std::net`), against libzmq 4.3.5 (pyzmq) over CURVE, both
 //! directions: our REQ to libzmq's REP, libzmq's REQ to our REP.
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::process::{Child, ChildStdout, Command, Stdio};
 
 #[path = "../../zmtp/wire/examples/handshake_by_hand.rs"]
 #[allow(dead_code)]
@@ -12,42 +10,9 @@ mod by_hand;
 
 use zmtp_wire::curve::{KeyPair, decode_key};
 
-/// tests/py/secure_peer.py, read line by line (it ends itself after 40 s whatever happens).
-struct Peer {
-    child: Child,
-    lines: std::io::Lines<BufReader<ChildStdout>>,
-}
-
-impl Peer {
-    fn spawn(args: &[&str]) -> Peer {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/secure_peer.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot run python3 (needed with pyzmq for the interop tests)");
-        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        Peer { child, lines }
-    }
-
-    /// The rest of the next line, which must start with `word `.
-    fn expect(&mut self, word: &str) -> String {
-        let line = self.lines.next().expect("libzmq peer exited early").expect("reading the peer");
-        match line.strip_prefix(word) {
-            Some(rest) => rest.trim_start().to_owned(),
-            None => panic!("expected {word:?} from the libzmq peer, got {line:?}"),
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+#[path = "common/sync_peer.rs"]
+mod sync_peer;
+use sync_peer::{Peer, hex};
 
 #[test]
 fn hand_driven_req_gets_a_reply_from_libzmq_rep_over_curve() {
@@ -88,8 +53,4 @@ fn libzmq_req_gets_a_reply_from_hand_driven_rep_over_curve() {
     drop(peer);
     let request = server.join().expect("server thread").expect("served one request");
     assert_eq!(request, [&b""[..], &b"ping"[..]]);
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod blocking;
 mod engine;
 mod error;
 #[cfg(feature = "fuzzing")]

@@ -226,6 +226,14 @@ impl Socket {
             .await
     }
 
+    /// Sends if that needs no wait; otherwise hands the message back (`Ok(Some(msg))`).
+    pub(crate) fn try_send_or_keep(&self, msg: Message) -> Result<Option<Message>> {
+        match self.inner.core.try_send(msg)? {
+            TrySend::Sent => Ok(None),
+            TrySend::Full(msg) => Ok(Some(msg)),
+        }
+    }
+
     /// Sends without waiting; [`Error::WouldBlock`] where [`send`](Self::send) would wait.
     pub fn try_send(&self, msg: impl Into<Message>) -> Result<()> {
         match self.inner.core.try_send(msg.into())? {
