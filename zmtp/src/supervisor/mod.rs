@@ -1,7 +1,7 @@
 //! The connection supervisor: the tasks behind `bind` (accept, and run each accepted connection)
 //! and `connect` (connect, run the connection, and reconnect with backoff until told to stop).
 //! Above the engine, which runs one connection, and below the socket, which only starts and stops
-//! these tasks; like the engine it reaches the socket through [`Host`] alone.
+//! these tasks; like the engine it reaches the socket through [`Host`](crate::engine::Host) alone.
 
 mod backoff;
 mod connect;

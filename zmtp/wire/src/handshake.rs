@@ -122,7 +122,7 @@ pub fn ready_metadata(ours: SocketType, identity: &Bytes) -> Metadata {
 pub enum Step {
     /// Send these command bodies, then wait for the peer's next command.
     Send(Vec<Bytes>),
-    /// Ask the authenticator, then call [`Handshake::on_auth`] with its reply.
+    /// Ask the authenticator, then call [`Handshake::on_auth`](crate::Handshake::on_auth) with its reply.
     Authenticate(ZapRequest),
     /// Send these command bodies; the handshake is then complete.
     Done {
