@@ -142,7 +142,7 @@ impl Handle {
     }
 
     /// Asks the runner to stop; [`BinaryStar::run`](crate::BinaryStar::run) then returns `Ok(())`.
-    pub fn stop(&self) {
+    pub fn close(&self) {
         self.shared.stop.notify_one();
     }
 

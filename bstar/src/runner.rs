@@ -72,8 +72,8 @@ const REDIAL_AFTER: Duration = Duration::from_secs(1);
 ///     }
 /// }
 /// assert_eq!(client.recv().await?[0], "hello");
-/// p.stop();
-/// b.stop();
+/// p.close();
+/// b.close();
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]

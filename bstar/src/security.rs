@@ -33,8 +33,8 @@
 //! client.set_curve_serverkey_bytes(keys.public());
 //! client.set_curve_keypair(KeyPair::generate());
 //! client.connect(p.voter_endpoint()).await?;
-//! p.stop();
-//! b.stop();
+//! p.close();
+//! b.close();
 //! # Ok(()) }
 //! ```
 

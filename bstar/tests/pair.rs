@@ -426,7 +426,7 @@ async fn a_slow_application_backpressures_votes_but_not_heartbeats() {
             }
         }
         assert_eq!(bodies, (0..10).map(|i| format!("r{i}")).collect::<Vec<_>>());
-        handle.stop();
+        handle.close();
         assert!(timeout(WAIT, run).await.unwrap().unwrap().is_ok(), "stop ends the run with Ok");
         assert_eq!(notices.recv().await, None, "the notices end with the runner");
     })

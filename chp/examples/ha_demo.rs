@@ -370,6 +370,6 @@ async fn run() -> Result<bool, String> {
     for c in clients {
         c.close().await;
     }
-    backup.shutdown().await;
+    backup.close().await;
     Ok(ok)
 }

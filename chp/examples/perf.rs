@@ -251,6 +251,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         dealer.close().await;
     }
     println!("server stats: {:?}", server.stats());
-    server.shutdown().await;
+    server.close().await;
     Ok(())
 }

@@ -394,7 +394,7 @@ async fn client_cycles_while_the_server_is_down_and_resyncs_when_it_returns() {
         let c = synced(Client::start(options(&addr, "").server_ttl(Duration::from_millis(300))).unwrap()).await;
         c.set("/old", "1", None).await.unwrap();
         let mut events = c.events();
-        first.shutdown().await;
+        first.close().await;
         for _ in 0..3 {
             wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await;
         }

@@ -499,7 +499,7 @@ async fn a_primary_alone_serves_after_peer_expiry_and_a_backup_alone_never() {
         assert_eq!(primary.state(), State::Active);
         assert!(primary.star().status().rejected >= 1, "an early vote was rejected");
         client.close().await;
-        primary.shutdown().await;
+        primary.close().await;
 
         let ports = PairPorts::new();
         let backup = HaServer::bind(ports.config(Side::Backup)).await.unwrap();
@@ -869,7 +869,7 @@ async fn a_server_that_never_answers_is_left_and_its_late_answer_never_arrives()
         assert!(client.get("/stale").is_none());
 
         // B goes away: the client comes back to A with a fresh socket.
-        b.shutdown().await;
+        b.close().await;
         let (id, _) = step("a new ICANHAZ?", async {
             loop {
                 let mut msg = a.router.recv().await.unwrap();

@@ -88,7 +88,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 .unwrap();
         let reply = tokio::time::timeout(Duration::from_secs(10), lp.request("still served")).await;
         assert_eq!(reply.expect("no stall").expect("served").frames(), &[Bytes::from("still served")]);
-        good.stop().await;
-        queue.stop().await;
+        good.close().await;
+        queue.close().await;
     });
 });

@@ -125,9 +125,9 @@ async fn throughput(workers: usize, clients: u64, requests: u64, work: Duration)
     }
     let rate = (per_client * clients) as f64 / started.elapsed().as_secs_f64();
     for h in handles {
-        h.stop().await;
+        h.close().await;
     }
-    q.stop().await;
+    q.close().await;
     rate
 }
 
@@ -178,11 +178,11 @@ async fn recovery(interval: Duration, hang: bool) -> Duration {
     got.recv().await.expect("the victim got the request");
     let died = Instant::now();
     if let Some(w) = victim {
-        w.stop().await; // the socket closes: like a killed process
+        w.close().await; // the socket closes: like a killed process
     }
     let answered = call.await.expect("client task").expect("reply from the other worker");
     drop(raw);
-    good.stop().await;
-    q.stop().await;
+    good.close().await;
+    q.close().await;
     answered - died
 }

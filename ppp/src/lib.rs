@@ -31,8 +31,8 @@
 //!     .await?;
 //! let mut client = ppp::Client::connect(queue.frontend(), ppp::ClientConfig::default()).await?;
 //! assert_eq!(client.request("ping").await?[0], "ping");
-//! worker.stop().await;
-//! queue.stop().await;
+//! worker.close().await;
+//! queue.close().await;
 //! # Ok(()) }
 //! ```
 //!

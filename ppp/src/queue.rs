@@ -75,7 +75,7 @@ pub enum Overflow {
 /// .spawn()
 /// .await?;
 /// println!("clients connect to {}, workers to {}", queue.frontend(), queue.backend());
-/// queue.stop().await;
+/// queue.close().await;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -362,7 +362,7 @@ impl QueueHandle {
     }
 
     /// Stops the queue, closes its sockets (flushing for up to one interval) and waits for it.
-    pub async fn stop(mut self) {
+    pub async fn close(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

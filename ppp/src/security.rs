@@ -26,8 +26,8 @@
 //! )
 //! .await?;
 //! assert_eq!(client.request("secret").await?[0], "secret");
-//! worker.stop().await;
-//! queue.stop().await;
+//! worker.close().await;
+//! queue.close().await;
 //! # Ok(()) }
 //! ```
 

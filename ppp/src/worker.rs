@@ -53,7 +53,7 @@ use crate::{EVENT_CAPACITY, display_id};
 ///         reply
 ///     })
 ///     .await?;
-/// # worker.stop().await;
+/// # worker.close().await;
 /// # Ok(()) }
 /// ```
 ///
@@ -91,8 +91,8 @@ where
 /// .await?;
 /// let mut client = ppp::Client::connect(queue.frontend(), ppp::ClientConfig::default()).await?;
 /// assert_eq!(client.request("hello").await?, Message::single("hello"));
-/// worker.stop().await;
-/// queue.stop().await;
+/// worker.close().await;
+/// queue.close().await;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -242,7 +242,7 @@ impl WorkerHandle {
     }
 
     /// Stops the worker (abandoning a request in progress) and waits for it.
-    pub async fn stop(mut self) {
+    pub async fn close(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

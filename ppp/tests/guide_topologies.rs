@@ -82,7 +82,7 @@ async fn our_queue_serves_the_strict_worker_and_the_guide_client() {
         let requests = worker.seen.iter().filter(|l| l.text == "request").count();
         assert_eq!(requests, 2 * N, "the strict worker served every request");
         worker.kill().await;
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }
@@ -94,7 +94,7 @@ async fn our_worker_and_client_work_under_a_guide_like_queue() {
         let worker = our_worker(&back).await;
         assert_eq!(served_to_our_client(&front).await, N);
         assert_eq!(served_to_guide_client(&front).await, format!("served {N} of {N}"));
-        worker.stop().await;
+        worker.close().await;
         // And our client with the strict worker behind the Guide-like queue.
         let mut strict = strict_worker(&back);
         strict.wait_for("ready", |l| l.text.starts_with("ready ")).await;

@@ -89,7 +89,7 @@ async fn our_worker_with_a_pyzmq_queue() {
         worker_event(&mut worker, "silence", |e| *e == WorkerEvent::QueueSilent).await;
         let ev = worker_event(&mut worker, "backoff", |e| matches!(e, WorkerEvent::Reconnecting { .. })).await;
         assert_eq!(ev, WorkerEvent::Reconnecting { delay: ms(50) });
-        worker.stop().await;
+        worker.close().await;
     })
     .await;
 }
@@ -124,7 +124,7 @@ async fn pyzmq_worker_with_our_queue() {
         let stats = q.stats();
         assert_eq!((stats.requests, stats.replies, stats.redispatched, stats.replies_dropped), (20, 20, 0, 0));
 
-        q.stop().await;
+        q.close().await;
         let mut backoffs = Vec::new();
         while backoffs.len() < 4 {
             let line = pyw.wait_for("reconnect", |l| l.text.starts_with("reconnect ")).await;
@@ -145,7 +145,7 @@ async fn pyzmq_worker_with_our_queue() {
         let mut client = Client::connect(&front, ClientConfig { timeout: ms(5000), retries: 1 }).await.unwrap();
         exchange(&mut client, 5).await;
         pyw.kill().await;
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }

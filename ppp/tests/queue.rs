@@ -115,9 +115,9 @@ async fn requests_go_to_the_longest_idle_worker() {
         assert_eq!((stats.requests, stats.replies, stats.redispatched), (9, 9, 0));
         assert_eq!(client.resends(), 0);
         for w in workers {
-            w.stop().await;
+            w.close().await;
         }
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }
@@ -163,7 +163,7 @@ async fn heartbeats_reach_busy_workers_and_never_double_book_them() {
         assert_eq!(req2[2], "two");
         w.send(answer(&req2, "TWO")).await.unwrap();
         assert_eq!(recv(&c2).await, Message::from(vec!["", "TWO"]));
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }
@@ -195,7 +195,7 @@ async fn silent_worker_is_purged_after_liveness_intervals() {
         ready_event(&mut q, "SILENT").await;
         assert_eq!(q.stats().workers, 1);
         assert!(is_heartbeat(&recv(&w).await));
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }
@@ -236,8 +236,8 @@ async fn hung_worker_request_is_redispatched_and_its_late_reply_dropped() {
         assert_eq!(client.stale_replies(), 0, "a duplicate reply reached the client");
         let stats = q.stats();
         assert_eq!((stats.requests, stats.replies, stats.redispatched, stats.replies_dropped), (2, 2, 1, 1));
-        good.stop().await;
-        q.stop().await;
+        good.close().await;
+        q.close().await;
     })
     .await;
 }
@@ -266,8 +266,8 @@ async fn disconnected_worker_request_is_redispatched_at_once() {
         )
         .await;
         assert!(recv_within(&c, ms(300)).await.is_none(), "duplicate reply");
-        good.stop().await;
-        q.stop().await;
+        good.close().await;
+        q.close().await;
     })
     .await;
 }
@@ -293,7 +293,7 @@ async fn ready_while_busy_redispatches_and_the_client_gets_one_reply() {
         assert_eq!(recv(&c).await, Message::from(vec!["", "FIRST"]));
         assert!(recv_within(&c, ms(300)).await.is_none(), "duplicate reply");
         assert_eq!(q.stats().redispatched, 1);
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }
@@ -348,7 +348,7 @@ async fn malformed_messages_are_dropped_and_peers_stay_usable() {
         w.send(answer(&req, "FINE")).await.unwrap();
         assert_eq!(recv(&c).await, Message::from(vec!["", "FINE"]));
         assert_eq!(q.stats().workers, 1);
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }
@@ -370,8 +370,8 @@ async fn requests_wait_for_a_worker_and_none_is_lost() {
             assert_eq!(reply, Message::from(vec!["LATE".to_string(), i.to_string()]));
         }
         assert_eq!(q.stats().replies, 5);
-        w.stop().await;
-        q.stop().await;
+        w.close().await;
+        q.close().await;
     })
     .await;
 }
@@ -407,8 +407,8 @@ async fn overflow_scenario(overflow: Overflow) -> (Vec<Option<Message>>, ppp::Qu
         replies.push(recv_within(c, ms(1500)).await);
     }
     let stats = q.stats();
-    w.stop().await;
-    q.stop().await;
+    w.close().await;
+    q.close().await;
     (replies, stats)
 }
 
@@ -436,7 +436,7 @@ async fn stopped_queue_releases_its_endpoints() {
     bounded(async {
         let (front, back) = (ipc_endpoint("front"), ipc_endpoint("back"));
         let q = Queue::new(front.clone(), back.clone()).spawn().await.unwrap();
-        q.stop().await;
+        q.close().await;
         // zmtp's close() returns before the listeners are dropped: allow a short (bounded) delay.
         let deadline = Instant::now() + STEP;
         let q = loop {
@@ -446,7 +446,7 @@ async fn stopped_queue_releases_its_endpoints() {
             }
             tokio::time::sleep(ms(5)).await; // retry period
         };
-        q.stop().await;
+        q.close().await;
         let bad = Queue::new("nonsense", "tcp://127.0.0.1:*").spawn().await.unwrap_err();
         assert!(bad.to_string().contains("cannot bind the frontend endpoint \"nonsense\""), "{bad}");
         let bad = Queue { liveness: 0, ..Queue::default() }.spawn().await.unwrap_err();
@@ -507,7 +507,7 @@ async fn a_request_its_worker_silently_drops_goes_to_another_and_the_worker_come
         assert_eq!(recv(&c2).await, Message::from(vec!["", "TWO"]));
         assert_eq!(recv(&c).await, Message::from(vec!["", "ONE"]));
         assert_eq!(q.stats().redispatched, 1);
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }

@@ -103,8 +103,8 @@ async fn curve_queue_worker_and_client_end_to_end() {
             !pending_events(&mut q).iter().any(|e| matches!(e, QueueEvent::HandshakeFailed { .. })),
             "no handshake failed"
         );
-        w.stop().await;
-        q.stop().await;
+        w.close().await;
+        q.close().await;
     })
     .await;
 }
@@ -187,9 +187,9 @@ async fn workers_with_a_wrong_or_unlisted_key_never_become_ready() {
             }
         }
         for w in [wrong_server, unlisted, good] {
-            w.stop().await;
+            w.close().await;
         }
-        q.stop().await;
+        q.close().await;
     })
     .await;
 }
@@ -241,8 +241,8 @@ async fn clients_with_a_wrong_key_or_no_security_get_no_reply() {
         assert_eq!(client.request("let me in").await.unwrap(), Message::single("let me in"));
         let stats = q.stats();
         assert_eq!((stats.requests, stats.replies), (1, 1), "{stats:?}");
-        w.stop().await;
-        q.stop().await;
+        w.close().await;
+        q.close().await;
     })
     .await;
 }
@@ -273,8 +273,8 @@ async fn plain_passwords_end_to_end_and_a_wrong_password_is_refused() {
         let mut good =
             Client::connect_secure(q.frontend(), config, Security::plain_client("client", "c-pass")).await.unwrap();
         assert_eq!(good.request("hello").await.unwrap(), Message::single("hello"));
-        w.stop().await;
-        q.stop().await;
+        w.close().await;
+        q.close().await;
     })
     .await;
 }

@@ -91,7 +91,7 @@ async fn ready_first_then_heartbeats_every_interval() {
         }
         let took = start.elapsed();
         assert!(took >= ms(100) && took <= ms(300 + 1000), "5 heartbeats took {took:?} at 50 ms");
-        w.stop().await;
+        w.close().await;
     })
     .await;
 }
@@ -141,7 +141,7 @@ async fn heartbeats_continue_while_the_handler_is_busy() {
         let (_, reply) = next_non_heartbeat(&router).await;
         assert_eq!(reply, Message::from(vec!["tag", "client", "", "done", "work", "more"]));
         worker_event(&mut w, "reply sent", |e| *e == WorkerEvent::ReplySent).await;
-        w.stop().await;
+        w.close().await;
     })
     .await;
 }
@@ -195,7 +195,7 @@ async fn reconnect_backoff_doubles_up_to_the_max_and_resets_on_contact() {
         // The fake queue now goes silent: the next backoff starts again from INTERVAL_INIT.
         let ev = worker_event(&mut w, "next backoff", |e| matches!(e, WorkerEvent::Reconnecting { .. })).await;
         assert_eq!(ev, WorkerEvent::Reconnecting { delay: ms(30) });
-        w.stop().await;
+        w.close().await;
     })
     .await;
 }
@@ -237,7 +237,7 @@ async fn reconnection_restarts_the_conversation_with_ready() {
         let (_, reply) = next_non_heartbeat(&router).await;
         assert_eq!(reply, Message::from(vec!["t2", "c", "", "after"]), "the abandoned request must not be answered");
         assert_eq!(completed.load(Ordering::SeqCst), 1);
-        w.stop().await;
+        w.close().await;
     })
     .await;
 }
@@ -262,7 +262,7 @@ async fn malformed_messages_from_the_queue_are_dropped() {
         let (from, reply) = next_non_heartbeat(&router).await;
         assert_eq!(from, id);
         assert_eq!(reply, Message::from(vec!["t", "c", "", "fine"]));
-        w.stop().await;
+        w.close().await;
     })
     .await;
 }
@@ -288,7 +288,7 @@ async fn handler_panic_restarts_the_conversation() {
         router.send(to(&id, &["t2", "c", "", "ok"])).await.unwrap();
         let (_, reply) = next_non_heartbeat(&router).await;
         assert_eq!(reply, Message::from(vec!["t2", "c", "", "ok"]));
-        w.stop().await;
+        w.close().await;
     })
     .await;
 }

@@ -462,7 +462,7 @@ impl HaServer {
     }
 
     /// Stops the server (heartbeats stop, sockets close) and waits for it.
-    pub async fn shutdown(mut self) {
+    pub async fn close(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -645,7 +645,7 @@ impl Driver {
             }
             self.update_status(true, None);
         };
-        self.star.stop();
+        self.star.close();
         if runner_done.is_none() {
             let _ = tokio::time::timeout(Duration::from_secs(5), runner).await;
         }

@@ -21,7 +21,7 @@
 //! let server = Server::bind(ServerConfig { bind: "127.0.0.1".into(), ..ServerConfig::default() }).await?;
 //! println!("CHP server at {}", server.address()); // tcp://127.0.0.1:P, P picked by the OS
 //! assert_eq!(server.sequence(), 0);
-//! server.shutdown().await;
+//! server.close().await;
 //! # Ok(()) }
 //! ```
 
@@ -266,7 +266,7 @@ impl Server {
     }
 
     /// Stops serving and closes the sockets.
-    pub async fn shutdown(mut self) {
+    pub async fn close(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

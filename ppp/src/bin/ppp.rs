@@ -312,7 +312,7 @@ async fn run_queue(args: QueueArgs) -> Result<ExitCode, String> {
     }
     shutdown_signal().await;
     tracing::info!("shutting down");
-    queue.stop().await;
+    queue.close().await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -348,7 +348,7 @@ async fn run_worker(args: WorkerArgs) -> Result<ExitCode, String> {
     .map_err(|e| format!("cannot connect to {:?}: {e}", args.connect))?;
     shutdown_signal().await;
     tracing::info!("shutting down");
-    worker.stop().await;
+    worker.close().await;
     Ok(ExitCode::SUCCESS)
 }
 
