@@ -259,7 +259,7 @@ async fn bstarsrv_aborts_with_an_error_on_dual_actives() {
         };
         assert!(fatal.starts_with("E: fatal: dual actives"), "{fatal}");
         let status = timeout(WAIT, primary.child.wait()).await.unwrap().unwrap();
-        assert_eq!(status.code(), Some(2));
+        assert_eq!(status.code(), Some(3), "a fatal pair failure exits 3 (2 is a usage error)");
     })
     .await;
 }
@@ -358,6 +358,13 @@ async fn bad_curve_arguments_are_refused() {
         let out = Command::new(env!("CARGO_BIN_EXE_bstarcli")).args(args).output().await.unwrap();
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("once per --server"), "{out:?}");
+        // An endpoint that does not parse is a usage error too (2), not a failure (1).
+        let out = Command::new(env!("CARGO_BIN_EXE_bstarsrv"))
+            .args(["-p", "--frontend", "nonsense://x", "--state", "0", "--peer", "1"])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
     })
     .await;
 }

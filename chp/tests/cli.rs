@@ -157,3 +157,28 @@ async fn human_readable_errors() {
     })
     .await;
 }
+
+/// Exit statuses (issue 19): 2 for every usage error — clap's own and the combinations it cannot
+/// check — 1 for a failure while running (here: no server answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_errors_exit_2_and_failures_exit_1() {
+    bounded(async {
+        let usage: [&[&str]; 6] = [
+            &["no-such-command"],
+            &["set", "k", "v", "--ttl", "-1"],
+            &["server", "--state", "tcp://*:5003"],
+            &["server", "--primary", "--port", "0"],
+            &["get", "k", "--server", "not an address"],
+            &["get", "k", "--timeout", "-1"],
+        ];
+        for args in usage {
+            let out = chp(args).await;
+            assert_eq!(out.status.code(), Some(2), "chp {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let nobody = format!("tcp://127.0.0.1:{port}");
+        let out = chp(&["get", "k", "--server", &nobody, "--timeout", "0.3"]).await;
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    })
+    .await;
+}

@@ -228,7 +228,7 @@ async fn cli_help_and_errors_are_readable() {
         }
 
         let (out, _, stderr) = run_to_end(&["queue", "--frontend", "nonsense"]).await;
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(2), "an endpoint that does not parse is a usage error");
         assert!(stderr.contains("ppp: error: cannot bind the frontend endpoint \"nonsense\""), "{stderr}");
 
         let (out, stdout, stderr) = run_to_end(&[

@@ -93,7 +93,14 @@ async fn main() -> ExitCode {
         Ok(bound) => bound,
         Err(e) => {
             println!("E: cannot start: {e}");
-            return ExitCode::from(1);
+            // An endpoint that does not parse, or a configuration that cannot work, is a usage
+            // error (2, as clap's own); a bind that fails is a failure (1).
+            let usage = matches!(
+                e,
+                Error::Config(_)
+                    | Error::Socket(zmtp::Error::InvalidEndpoint(..) | zmtp::Error::UnsupportedTransport(_))
+            );
+            return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
     let handle = star.handle();
@@ -128,8 +135,9 @@ async fn main() -> ExitCode {
     match run.await {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(Error::Fatal(e))) => {
+            // 3: the pair failed (dual actives or passives), as `chp server --primary` reports it.
             println!("E: fatal: {e}, aborting");
-            ExitCode::from(2)
+            ExitCode::from(3)
         }
         Ok(Err(e)) => {
             println!("E: {e}");

@@ -136,7 +136,7 @@ struct ServerSecurity {
 impl ServerSecurity {
     fn curve(&self, pair: bool) -> Fallible<Option<ServerCurve>> {
         if self.curve_peer.is_some() && !pair {
-            return Err("--curve-peer needs --primary or --backup".into());
+            return Err(usage("--curve-peer needs --primary or --backup"));
         }
         Ok(self.curve_server.as_ref().map(|keys| {
             let mut curve = ServerCurve::new(keys.clone());
@@ -223,7 +223,27 @@ struct Conn {
     curve_secretkey: Option<KeyPair>,
 }
 
-type Fallible<T = ()> = Result<T, String>;
+type Fallible<T = ()> = Result<T, Failure>;
+
+/// Why a command failed, and the exit status that says so (the same contract as the `zmtp` tool):
+/// 2 for a usage error (clap's own, and the combinations of arguments it cannot check), 1 for
+/// anything that went wrong while running, 3 when a high-availability pair failed fatally.
+#[derive(Debug)]
+enum Failure {
+    Usage(String),
+    Failed(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Failed(message)
+    }
+}
+
+/// A usage error (exit status 2).
+fn usage(message: impl Into<String>) -> Failure {
+    Failure::Usage(message.into())
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -234,7 +254,11 @@ async fn main() -> ExitCode {
     zmtp::logging::init(default_level, true);
     match run(cli.command).await {
         Ok(code) => code,
-        Err(message) => {
+        Err(Failure::Usage(message)) => {
+            eprintln!("chp: {message}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Failed(message)) => {
             eprintln!("chp: {message}");
             ExitCode::FAILURE
         }
@@ -249,7 +273,7 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
                 return pair_server(side, port, bind, hugz_ms, max_value, pair, curve).await;
             }
             if pair.given() {
-                return Err("--state, --peer-state and --peer need --primary or --backup".into());
+                return Err(usage("--state, --peer-state and --peer need --primary or --backup"));
             }
             let config = ServerConfig {
                 bind,
@@ -332,7 +356,7 @@ fn curve_note(curve: Option<&ServerCurve>) -> String {
 
 impl Conn {
     fn timeout(&self) -> Fallible<Duration> {
-        Duration::try_from_secs_f64(self.timeout).map_err(|_| format!("invalid --timeout {}", self.timeout))
+        Duration::try_from_secs_f64(self.timeout).map_err(|_| usage(format!("invalid --timeout {}", self.timeout)))
     }
 
     fn options(&self, subtree: Subtree) -> Fallible<ClientOptions> {
@@ -340,12 +364,12 @@ impl Conn {
         let servers = self
             .server
             .iter()
-            .map(|s| s.parse::<ServerAddress>().map_err(|e| e.to_string()))
+            .map(|s| s.parse::<ServerAddress>().map_err(|e| usage(e.to_string())))
             .collect::<Fallible<Vec<_>>>()?;
         let server_ttl = Duration::try_from_secs_f64(self.server_ttl)
             .ok()
             .filter(|t| !t.is_zero())
-            .ok_or_else(|| format!("invalid --server-ttl {}", self.server_ttl))?;
+            .ok_or_else(|| usage(format!("invalid --server-ttl {}", self.server_ttl)))?;
         let curve = match self.curve_serverkey.as_slice() {
             [] => None,
             [key] => Some(ClientCurve::new(*key)),
@@ -353,11 +377,11 @@ impl Conn {
                 Some(ClientCurve::per_server(servers.iter().cloned().zip(keys.iter().copied())))
             }
             keys => {
-                return Err(format!(
+                return Err(usage(format!(
                     "--curve-serverkey given {} times for {} servers: give it once, or once per --server",
                     keys.len(),
                     servers.len()
-                ));
+                )));
             }
         };
         let mut options = ClientOptions::for_servers(servers).server_ttl(server_ttl);
@@ -389,12 +413,12 @@ impl Conn {
         };
         match tokio::time::timeout(self.timeout()?, ready).await {
             Ok(Ok(_)) => Ok(client),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!(
+            Ok(Err(e)) => Err(e.to_string().into()),
+            Err(_) => Err(Failure::Failed(format!(
                 "no CHP server answered at {} within {}s (is one running there?)",
                 self.server.join(" or "),
                 self.timeout
-            )),
+            ))),
         }
     }
 }
@@ -427,17 +451,17 @@ async fn watch(subtree: Subtree, conn: Conn) -> Fallible<ExitCode> {
                 eprintln!("chp: failed over from {from} to {to} ({} ms without updates)", outage.as_millis())
             }
             Event::Gap { expected, got } => eprintln!("chp: updates lost (expected {expected}, got {got}); re-syncing"),
-            Event::Lagged { missed } => return Err(format!("output too slow: {missed} changes dropped")),
+            Event::Lagged { missed } => return Err(format!("output too slow: {missed} changes dropped").into()),
         }
         out.flush().map_err(io)?;
     }
     match client.status() {
-        Status::Failed(why) => Err(why),
+        Status::Failed(why) => Err(why.into()),
         _ => Ok(ExitCode::SUCCESS),
     }
 }
 
-/// One server of a high-availability pair; returns when it stops (exit code 2 on a fatal pair
+/// One server of a high-availability pair; returns when it stops (exit code 3 on a fatal pair
 /// failure).
 async fn pair_server(
     side: Side,
@@ -454,10 +478,10 @@ async fn pair_server(
     };
     let port = port.unwrap_or(default_port);
     if port == 0 {
-        return Err("a pair server needs a fixed --port (its peer connects to it)".into());
+        return Err(usage("a pair server needs a fixed --port (its peer connects to it)"));
     }
     let peer: ServerAddress =
-        pair.peer.as_deref().unwrap_or(peer).parse().map_err(|e: chp::address::AddressError| e.to_string())?;
+        pair.peer.as_deref().unwrap_or(peer).parse().map_err(|e: chp::address::AddressError| usage(e.to_string()))?;
     let state = pair.state.clone().unwrap_or_else(|| state.to_owned());
     let peer_state = pair.peer_state.clone().unwrap_or_else(|| peer_state.to_owned());
     let mut config = HaConfig::new(side, port, &state, &peer_state, peer.clone())
@@ -525,7 +549,7 @@ async fn pair_server(
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => {
             eprintln!("chp: {e}");
-            Ok(ExitCode::from(2))
+            Ok(ExitCode::from(3))
         }
     }
 }
@@ -533,15 +557,15 @@ async fn pair_server(
 /// One line on stdout, flushed at once (tests and scripts read it as it comes).
 fn say(line: String) -> Fallible {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| e.to_string())
+    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| e.to_string().into())
 }
 
 fn parse_subtree(s: &str) -> Fallible<Subtree> {
-    s.parse().map_err(|e: chp::command::SubtreeError| e.to_string())
+    s.parse().map_err(|e: chp::command::SubtreeError| usage(e.to_string()))
 }
 
 fn parse_ttl(secs: f64) -> Fallible<Duration> {
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("invalid --ttl {secs}: expected seconds >= 0"))
+    Duration::try_from_secs_f64(secs).map_err(|_| usage(format!("invalid --ttl {secs}: expected seconds >= 0")))
 }
 
 /// A key for output: non-printable bytes escaped, and `=` as `\x3d` so the first `=` separates.

@@ -54,7 +54,8 @@ enum Command {
     /// Send requests through a queue and print the replies (Lazy Pirate: timeout, retry, reconnect).
     ///
     /// Sends "1", "2", … one at a time and expects each to be echoed back. Exits with status 1 if a
-    /// request gets no reply after all retries, 2 if a reply differs from its request.
+    /// request gets no reply after all retries, 3 if a reply differs from its request (2 is a usage
+    /// error, in every ppp command).
     Client(ClientArgs),
     /// Print a new CURVE key pair ("public: …", "secret: …", Z85).
     Keygen,
@@ -299,8 +300,19 @@ async fn run_queue(args: QueueArgs) -> Result<ExitCode, String> {
         backend_security,
     }
     .spawn()
-    .await
-    .map_err(|e| e.to_string())?;
+    .await;
+    let queue = match queue {
+        Ok(queue) => queue,
+        Err(e) => {
+            eprintln!("ppp: error: {e}");
+            let usage = match &e {
+                ppp::QueueError::Config(_) => true,
+                ppp::QueueError::Bind { source, .. } => is_usage(source),
+                _ => false,
+            };
+            return Ok(exit_status(usage));
+        }
+    };
     {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "frontend: {}", queue.frontend());
@@ -344,8 +356,14 @@ async fn run_worker(args: WorkerArgs) -> Result<ExitCode, String> {
         security: args.security.security(),
     }
     .spawn(handler)
-    .await
-    .map_err(|e| format!("cannot connect to {:?}: {e}", args.connect))?;
+    .await;
+    let worker = match worker {
+        Ok(worker) => worker,
+        Err(e) => {
+            eprintln!("ppp: error: cannot connect to {:?}: {e}", args.connect);
+            return Ok(exit_status(is_usage(&e)));
+        }
+    };
     shutdown_signal().await;
     tracing::info!("shutting down");
     worker.close().await;
@@ -398,5 +416,16 @@ async fn run_client(args: ClientArgs) -> Result<ExitCode, String> {
         eprintln!("ppp: error: {e}");
         return Ok(ExitCode::from(1));
     }
-    Ok(if mismatches > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if mismatches > 0 { ExitCode::from(3) } else { ExitCode::SUCCESS })
+}
+
+/// An endpoint that does not parse (or a setting out of range, which the library reports the same
+/// way) is the user's to fix: a usage error.
+fn is_usage(error: &zmtp::Error) -> bool {
+    matches!(error, zmtp::Error::InvalidEndpoint(..) | zmtp::Error::UnsupportedTransport(_))
+}
+
+/// Exit status 2 for a usage error (as clap's own), 1 for a failure while running.
+fn exit_status(usage: bool) -> ExitCode {
+    ExitCode::from(if usage { 2 } else { 1 })
 }
