@@ -21,7 +21,7 @@
 //! let server = Server::bind(ServerConfig { bind: "127.0.0.1".into(), ..Default::default() }).await?;
 //! let address = server.address().to_string(); // tcp://127.0.0.1:P
 //!
-//! let writer = Client::connect(&address)?;
+//! let writer = Client::connect(&address).await?; // returns once in sync with the server
 //! writer.set("/hosts/web1", "10.0.0.1", Some(Duration::from_secs(30))).await?; // ephemeral
 //! writer.set("/users/ann", "admin", None).await?;
 //!

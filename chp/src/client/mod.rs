@@ -45,8 +45,7 @@
 //! use chp::{Client, Event, server::{Server, ServerConfig}};
 //!
 //! let server = Server::bind(ServerConfig { bind: "127.0.0.1".into(), ..ServerConfig::default() }).await?;
-//! let client = Client::connect(&server.address().to_string())?;
-//! client.synced().await?;
+//! let client = Client::connect(&server.address().to_string()).await?; // in sync when it returns
 //! let mut events = client.events();
 //! let sequence = client.set("/config/color", "blue", None).await?;
 //! assert_eq!(sequence, Some(1));
@@ -65,13 +64,16 @@ mod recent;
 pub(crate) mod replica;
 
 use std::collections::BTreeMap;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio_util::sync::ReusableBoxFuture;
 
 use self::replica::Replica;
 use crate::address::{AddressError, ServerAddress};
@@ -206,6 +208,19 @@ pub enum ClientError {
         /// The timeout.
         timeout: Duration,
     },
+    /// [`Client::set`] of a key outside the client's subtree: the client does not receive that
+    /// part of the map, so it could never see the server confirm the update.
+    #[error("key {key:?} is outside this client's subtree {subtree:?}")]
+    OutsideSubtree {
+        /// The key (lossy UTF-8).
+        key: String,
+        /// The client's subtree (lossy UTF-8).
+        subtree: String,
+    },
+    /// No server brought the client in sync within the time given to
+    /// [`Client::connect`] or [`Client::synced_within`] (none running there, or unreachable).
+    #[error("no CHP server brought the client in sync within {0:?}")]
+    NotSynced(Duration),
     /// The client failed (see [`GapPolicy::Fail`]).
     #[error("client failed: {0}")]
     Failed(String),
@@ -310,34 +325,69 @@ pub struct Snapshot {
     pub map: BTreeMap<Bytes, Bytes>,
 }
 
-/// A receiver of [`Event`]s. Each receiver gets every event from its creation on; one that falls
-/// [`ClientOptions::event_capacity`] events behind receives [`Event::Lagged`].
+/// A receiver of [`Event`]s, and a `Stream` of them (`Unpin`: no `pin!` needed). Each receiver gets
+/// every event from its creation on; one that falls [`ClientOptions::event_capacity`] events
+/// behind receives [`Event::Lagged`]. It ends once the client has closed and every event was read.
 pub struct Events {
-    rx: broadcast::Receiver<Event>,
+    /// The receive in progress: it owns the receiver and hands it back with each event, so a
+    /// receive can be polled again after a cancelled `next()` without losing its place.
+    next: ReusableBoxFuture<'static, Received>,
+    ended: bool,
+}
+
+type Received = (Result<Event, broadcast::error::RecvError>, broadcast::Receiver<Event>);
+
+async fn receive(mut rx: broadcast::Receiver<Event>) -> Received {
+    let event = rx.recv().await;
+    (event, rx)
 }
 
 impl Events {
-    /// The next event; `None` once the client has closed and every event was read.
-    pub async fn next(&mut self) -> Option<Event> {
-        match self.rx.recv().await {
+    fn new(rx: broadcast::Receiver<Event>) -> Events {
+        Events { next: ReusableBoxFuture::new(receive(rx)), ended: false }
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let (event, rx) = std::task::ready!(self.next.poll(cx));
+        self.next.set(receive(rx));
+        Poll::Ready(match event {
             Ok(e) => Some(e),
             Err(broadcast::error::RecvError::Lagged(missed)) => Some(Event::Lagged { missed }),
-            Err(broadcast::error::RecvError::Closed) => None,
-        }
+            Err(broadcast::error::RecvError::Closed) => {
+                self.ended = true;
+                None
+            }
+        })
+    }
+
+    /// The next event; `None` once the client has closed and every event was read. Cancel-safe:
+    /// an event is taken only when this returns it.
+    pub async fn next(&mut self) -> Option<Event> {
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
     }
 
     /// The next event if one is ready.
     pub fn try_next(&mut self) -> Option<Event> {
-        match self.rx.try_recv() {
-            Ok(e) => Some(e),
-            Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(Event::Lagged { missed }),
-            Err(_) => None,
+        match self.poll_event(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(event) => event,
+            Poll::Pending => None,
         }
     }
 
-    /// As a `Stream`.
-    pub fn into_stream(self) -> impl Stream<Item = Event> + Send + 'static {
-        futures::stream::unfold(self, |mut events| async move { events.next().await.map(|e| (e, events)) })
+    /// As a `Stream` (it is one already; kept for code written before it was).
+    pub fn into_stream(self) -> Self {
+        self
+    }
+}
+
+impl Stream for Events {
+    type Item = Event;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.get_mut().poll_event(cx)
     }
 }
 
@@ -358,13 +408,16 @@ impl Shared {
     }
 
     fn subscribe(&self) -> Events {
-        Events { rx: self.events.lock().unwrap_or_else(|e| e.into_inner()).resubscribe() }
+        Events::new(self.events.lock().unwrap_or_else(|e| e.into_inner()).resubscribe())
     }
 }
 
 enum Command {
     Set { msg: KvMsg, reply: oneshot::Sender<Result<Option<u64>, ClientError>> },
 }
+
+/// How long [`Client::connect`] waits for a server to bring the client in sync.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A CHP client (see the [module docs](self)). Cheap to clone; the agent stops when the last clone
 /// is dropped or [`close`](Client::close)d.
@@ -384,13 +437,19 @@ struct Inner {
 }
 
 impl Client {
-    /// Starts a client of the whole map of the server at `tcp://host:P`, with default options.
-    /// Returns at once; see [`synced`](Self::synced).
-    pub fn connect(server: &str) -> Result<Client, ClientError> {
-        Client::start(ClientOptions::new(server)?)
+    /// A client of the whole map of the server at `tcp://host:P`, with default options, returned
+    /// once it is in sync with the server ([`synced`](Self::synced)); fails with
+    /// [`ClientError::NotSynced`] after [`CONNECT_TIMEOUT`] (no server there, or unreachable).
+    /// For other options, or to return at once, use [`start`](Self::start).
+    pub async fn connect(server: &str) -> Result<Client, ClientError> {
+        let client = Client::start(ClientOptions::new(server)?)?;
+        client.synced_within(CONNECT_TIMEOUT).await?;
+        Ok(client)
     }
 
-    /// Starts a client with `options`. Must be called inside a tokio runtime.
+    /// Starts a client with `options` and returns at once: the agent syncs in the background (see
+    /// [`synced`](Self::synced) / [`synced_within`](Self::synced_within)). Must be called inside a
+    /// tokio runtime.
     pub fn start(options: ClientOptions) -> Result<Client, ClientError> {
         if options.servers.is_empty() {
             return Err(ClientError::NoServers);
@@ -441,7 +500,8 @@ impl Client {
 
     /// Waits until the replica is in sync with a server, its snapshot proven exact
     /// ([`Status::Active`]); returns the sequence then. Events from here on come exactly once, in
-    /// sequence order.
+    /// sequence order. With no server answering this waits as long as the client keeps trying:
+    /// bound it with [`synced_within`](Self::synced_within) (or `tokio::time::timeout`).
     pub async fn synced(&self) -> Result<u64, ClientError> {
         let mut status = self.inner.status.clone();
         let s = status
@@ -454,6 +514,12 @@ impl Client {
             Status::Failed(why) => Err(ClientError::Failed(why)),
             _ => Err(ClientError::Closed),
         }
+    }
+
+    /// [`synced`](Self::synced), giving up after `timeout` with [`ClientError::NotSynced`] (the
+    /// client keeps trying in the background; call again to wait more).
+    pub async fn synced_within(&self, timeout: Duration) -> Result<u64, ClientError> {
+        tokio::time::timeout(timeout, self.synced()).await.unwrap_or(Err(ClientError::NotSynced(timeout)))
     }
 
     /// A stream of status changes.
@@ -501,9 +567,12 @@ impl Client {
     }
 
     /// Sets `key` to `value` (an empty value deletes), with an optional time to live. Waits until
-    /// the server has republished it and returns its sequence — or `None` for a key outside this
-    /// client's subtree, which cannot be confirmed and is sent once. Sets are held until the agent
-    /// is in sync with a server, and fail after [`ClientOptions::set_timeout`].
+    /// the server has republished it and returns its sequence. A key outside this client's subtree
+    /// is refused ([`ClientError::OutsideSubtree`]): the client could never see it confirmed. Sets
+    /// are held until the agent is in sync with a server, and fail after
+    /// [`ClientOptions::set_timeout`].
+    ///
+    /// The result is an `Option` for compatibility; it is `Some` whenever it is `Ok`.
     pub async fn set(
         &self,
         key: impl Into<Bytes>,
@@ -512,6 +581,12 @@ impl Client {
     ) -> Result<Option<u64>, ClientError> {
         let mut msg = KvMsg::new(key, value);
         check_settable(&msg.key)?;
+        if !self.inner.subtree.contains(&msg.key) {
+            return Err(ClientError::OutsideSubtree {
+                key: String::from_utf8_lossy(&msg.key).into_owned(),
+                subtree: String::from_utf8_lossy(self.inner.subtree.as_bytes()).into_owned(),
+            });
+        }
         msg.uuid = Some(crate::uuid::Uuid::new_v4());
         if let Some(ttl) = ttl.filter(|t| !t.is_zero()) {
             msg.properties.insert("ttl", format_ttl(ttl)).expect("ttl encodes");
