@@ -54,13 +54,7 @@ async fn throughput(mechanism: Mechanism, size: usize, count: u64) -> zmtp::Resu
 }
 
 fn config(socket_type: SocketType) -> HandshakeConfig {
-    HandshakeConfig {
-        socket_type,
-        routing_id: Bytes::new(),
-        zap_domain: String::new(),
-        peer_address: String::new(),
-        authenticate: false,
-    }
+    HandshakeConfig::new(socket_type)
 }
 
 /// A client and a server session from an in-memory handshake (the sans-IO types, no sockets).

@@ -314,13 +314,7 @@ mod tests {
     use rand::rngs::OsRng;
 
     fn config(t: SocketType) -> HandshakeConfig {
-        HandshakeConfig {
-            socket_type: t,
-            routing_id: Bytes::new(),
-            zap_domain: String::new(),
-            peer_address: "127.0.0.1".into(),
-            authenticate: true,
-        }
+        HandshakeConfig { peer_address: "127.0.0.1".into(), authenticate: true, ..HandshakeConfig::new(t) }
     }
 
     fn handshake(server_key: [u8; 32]) -> (CurveClient, CurveServer, Result<(Step, Bytes), HandshakeError>) {

@@ -175,11 +175,10 @@ mod tests {
 
     fn config(t: SocketType) -> HandshakeConfig {
         HandshakeConfig {
-            socket_type: t,
-            routing_id: Bytes::new(),
             zap_domain: "global".into(),
             peer_address: "127.0.0.1".into(),
             authenticate: true,
+            ..HandshakeConfig::new(t)
         }
     }
 
