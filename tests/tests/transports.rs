@@ -28,6 +28,22 @@ async fn tcp_ipv4_os_assigned_port_is_reported() {
     .unwrap();
 }
 
+/// Bind to a network interface by name, as libzmq does (`tcp://lo:*`, `tcp://eth0:5555`): the
+/// endpoint reported is the interface's address.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_bind_to_an_interface_name() {
+    tokio::time::timeout(LIMIT, async {
+        let bound = round_trip("tcp://lo:*").await;
+        assert!(bound.starts_with("tcp://127.0.0.1:"), "{bound}");
+        let pull = Socket::new(SocketType::Pull);
+        let err = pull.bind("tcp://no-such-interface.invalid:*").await.unwrap_err();
+        assert!(err.to_string().contains("network interface"), "{err}");
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_ipv6_loopback() {
     tokio::time::timeout(LIMIT, async {
