@@ -307,7 +307,7 @@ fn router_prints_routing_ids_and_sends_by_routing_id() {
     // The router waits for client-7 before sending it "welcome".
     let dealer =
         run(&["dealer", "--connect", &ep, "--identity", "client-7", "--count", "1", "--timeout", "20", "hello"]);
-    dealer.assert_success("dealer --identity client-7");
+    dealer.assert_success("dealer --identity client-7 (libzmq's older name for --routing-id)");
     assert_eq!(dealer.stdout, ["welcome"]);
     // An anonymous peer gets a generated 5-byte id (0x00 + 4 bytes), printed as hex.
     run(&["dealer", "--connect", &ep, "--count", "0", "--timeout", "20", "|anon"]).assert_success("anonymous dealer");

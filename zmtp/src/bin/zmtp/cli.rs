@@ -121,9 +121,10 @@ pub struct SocketArgs {
     #[arg(short, long, value_name = "ENDPOINT", help_heading = "Endpoints")]
     pub connect: Vec<String>,
 
-    /// Routing id announced to ROUTER peers (text, or 0x<hex>)
-    #[arg(long, value_name = "ID", help_heading = "Endpoints")]
-    pub identity: Option<String>,
+    /// Routing id announced to ROUTER peers (text, or 0x<hex>); ZMQ_ROUTING_ID, as
+    /// `Socket::set_routing_id` (`--identity`, libzmq's older name, is accepted too)
+    #[arg(long, value_name = "ID", help_heading = "Endpoints", alias = "identity")]
+    pub routing_id: Option<String>,
 
     /// Receive only messages whose first frame starts with PREFIX (repeatable)
     ///
@@ -359,7 +360,7 @@ fn not_for(t: SocketType) -> Vec<&'static str> {
     let rules: [(&str, &[SocketType]); 13] = [
         ("echo", &[Rep]),
         ("subscribe", &[Sub, XSub]),
-        ("identity", &[Req, Dealer, Router]),
+        ("routing_id", &[Req, Dealer, Router]),
         ("immediate", &[Dealer, Push, Req, Pair]),
         ("conflate", &[Dealer, Pull, Push, Pub, Sub]),
         ("req_relaxed", &[Req]),
@@ -500,7 +501,7 @@ mod tests {
         assert!(!not_for(SocketType::Sub).contains(&"subscribe"));
         assert!(not_for(SocketType::Push).contains(&"subscribe"));
         assert!(not_for(SocketType::Pull).contains(&"messages"));
-        assert!(!not_for(SocketType::Router).contains(&"identity"));
+        assert!(!not_for(SocketType::Router).contains(&"routing_id"));
         assert!(not_for(SocketType::Sub).contains(&"repeat"));
     }
 }

@@ -141,13 +141,13 @@ arrives. A REP expects an empty first frame: send '|hello'. It runs until Ctrl-C
 
 Examples:
   Say hello to a ROUTER as client-1 and print one answer:
-    zmtp dealer --connect tcp://localhost:5555 --identity client-1 --count 1 hello
+    zmtp dealer --connect tcp://localhost:5555 --routing-id client-1 --count 1 hello
   Talk to a REP:
     zmtp dealer --connect tcp://localhost:5555 --count 1 '|hello'"
         }
         SocketType::Router => {
             "\
-ROUTER prints each message prefixed with its sender's routing id: the peer's --identity, or a
+ROUTER prints each message prefixed with its sender's routing id: the peer's --routing-id, or a
 generated 0x00xxxxxxxx. To send, make the routing id the first frame: 'client-1|welcome' (binary
 ids as printed: '0x0080000001|welcome'). zmtp waits for the addressed peer to connect and never
 drops a message silently.

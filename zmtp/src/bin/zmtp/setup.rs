@@ -180,9 +180,9 @@ fn apply_options(s: &Socket, a: &SocketArgs) -> Result<(), CliError> {
         s.set_tcp_keepalive_intvl(a.tcp_keepalive_intvl.map(Duration::from_secs));
         s.set_tcp_keepalive_cnt(a.tcp_keepalive_cnt);
     }
-    if let Some(id) = &a.identity {
-        let id = parse_id(id.as_bytes()).map_err(|e| usage(format!("--identity: {e}")))?;
-        s.set_routing_id(id).map_err(|e| usage(format!("--identity: {e}")))?;
+    if let Some(id) = &a.routing_id {
+        let id = parse_id(id.as_bytes()).map_err(|e| usage(format!("--routing-id: {e}")))?;
+        s.set_routing_id(id).map_err(|e| usage(format!("--routing-id: {e}")))?;
     }
     if let Some(welcome) = &a.xpub_welcome_msg {
         s.set_xpub_welcome_msg(Some(welcome.clone().into()));
