@@ -17,7 +17,29 @@
 //! - [`Curve`]: CURVE on the voter and on the state link between the pair.
 //!
 //! The binaries `bstarsrv` and `bstarcli` reproduce the Guide's example server pair and failover
-//! client. See the crate's README for the limitations of the pattern.
+//! client. See the crate's README for the limitations of the pattern, and [`BinaryStar`] for a whole
+//! pair with a client in one process.
+//!
+//! The decisions, without any I/O — a primary and a backup meet, then the backup takes over only
+//! when the active has gone silent *and* a client votes for it:
+//!
+//! ```
+//! use bstar::fsm::{Event, Fsm, FsmError, Role, Side, State, Vote};
+//!
+//! let mut primary = Fsm::new(Side::Primary);
+//! let mut backup = Fsm::new(Side::Backup);
+//! // Each hears the other's state message (its heartbeat): the primary serves, the backup waits.
+//! assert_eq!(primary.handle(Event::PeerBackup, false)?.became, Some(Role::Active));
+//! assert_eq!(backup.handle(Event::PeerActive, false)?.became, Some(Role::Passive));
+//!
+//! // A client that fails over to the backup while the primary is still alive is turned away...
+//! assert_eq!(backup.handle(Event::ClientRequest, false)?.vote, Some(Vote::Reject));
+//! // ...but once the primary's heartbeats have expired, the vote makes the backup active.
+//! let takeover = backup.handle(Event::ClientRequest, true)?;
+//! assert_eq!((takeover.vote, takeover.became), (Some(Vote::Accept), Some(Role::Active)));
+//! assert_eq!(backup.state(), State::Active);
+//! # Ok::<(), FsmError>(())
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

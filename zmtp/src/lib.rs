@@ -49,6 +49,7 @@ pub mod security;
 mod socket;
 mod supervisor;
 pub mod throttle;
+pub mod timeouts;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod transport;
