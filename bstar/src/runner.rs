@@ -32,7 +32,7 @@ const REDIAL_AFTER: Duration = Duration::from_secs(1);
 ///
 /// [`bind`](Self::bind) binds the state PUB and the voter and connects the SUB to the peer;
 /// [`run`](Self::run) heartbeats and judges votes until a fatal pair failure (`Err`), a
-/// [`Handle::stop`] (`Ok`), or until the future is dropped. Accepted requests, role changes and
+/// [`Handle::close`] (`Ok`), or until the future is dropped. Accepted requests, role changes and
 /// peer liveness arrive on the [`Notices`] stream, in order.
 ///
 /// ```
@@ -170,7 +170,7 @@ impl BinaryStar {
     }
 
     /// Runs the pair protocol. Returns `Err(Error::Fatal(..))` on dual actives / dual passives,
-    /// `Err(Error::Socket(..))` if a socket fails, `Ok(())` after [`Handle::stop`]. The state PUB,
+    /// `Err(Error::Socket(..))` if a socket fails, `Ok(())` after [`Handle::close`]. The state PUB,
     /// the SUB and the voter are closed when it returns. On a fatal error the runner first publishes
     /// its state once more (flushed for up to one heartbeat), so a peer in the same broken
     /// situation — the other half of a healed split brain — detects it and stops too.
