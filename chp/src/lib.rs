@@ -46,6 +46,7 @@ pub mod kvmsg;
 pub mod security;
 pub mod server;
 pub mod store;
+pub mod ttl;
 pub mod uuid;
 
 pub use address::ServerAddress;

@@ -628,29 +628,11 @@ fn check_settable(key: &[u8]) -> Result<(), ClientError> {
     Ok(())
 }
 
-/// A ttl as the `ttl` property: whole seconds as an integer, else seconds with millisecond
-/// precision (`1.5`).
-pub fn format_ttl(ttl: Duration) -> String {
-    if ttl.subsec_nanos() == 0 {
-        ttl.as_secs().to_string()
-    } else {
-        let ms = ttl.as_nanos().div_ceil(1_000_000);
-        let s = format!("{}.{:03}", ms / 1000, ms % 1000);
-        s.trim_end_matches('0').to_owned()
-    }
-}
+pub use crate::ttl::format as format_ttl;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ttl_formatting() {
-        assert_eq!(format_ttl(Duration::from_secs(30)), "30");
-        assert_eq!(format_ttl(Duration::from_millis(1500)), "1.5");
-        assert_eq!(format_ttl(Duration::from_millis(250)), "0.25");
-        assert_eq!(format_ttl(Duration::from_micros(1)), "0.001");
-    }
 
     #[test]
     fn settable_keys() {

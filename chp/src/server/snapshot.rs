@@ -200,7 +200,7 @@ impl Stream {
             after = chunk.last().map(|e| e.key.clone());
             for entry in chunk {
                 let properties = match entry.ttl {
-                    Some(ttl) => Bytes::from(format!("ttl={}\n", crate::client::format_ttl(ttl))),
+                    Some(ttl) => Bytes::from(format!("ttl={}\n", crate::ttl::format(ttl))),
                     None => Bytes::new(),
                 };
                 let frames =

@@ -11,8 +11,7 @@ use crate::command::{KvSet, KvSync, Subtree};
 use crate::kvmsg::{KvMsg, Properties};
 use crate::store::{Entry, Store};
 
-/// Longest accepted ttl (ten years): larger values are rejected rather than overflowing deadlines.
-pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+pub use crate::ttl::MAX_TTL;
 
 /// Why an update was not applied.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -63,12 +62,7 @@ pub struct PeerEntry {
 /// assert!(parse_ttl("-1").is_err() && parse_ttl("soon").is_err());
 /// ```
 pub fn parse_ttl(text: &str) -> Result<Option<Duration>, ApplyError> {
-    let bad = || ApplyError::InvalidTtl(text.to_owned());
-    let secs: f64 = text.trim().parse().map_err(|_| bad())?;
-    if !secs.is_finite() || secs < 0.0 || secs > MAX_TTL.as_secs_f64() {
-        return Err(bad());
-    }
-    Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
+    crate::ttl::parse(text).ok_or_else(|| ApplyError::InvalidTtl(text.to_owned()))
 }
 
 /// The map and its sequence: the server's state machine, free of sockets and clocks (every method
