@@ -303,9 +303,36 @@ impl ServerProc {
     pub async fn formed_pair(ports: &PairPorts) -> (ServerProc, ServerProc) {
         let mut primary = ServerProc::spawn("primary", Side::Primary, ports, &[]);
         let mut backup = ServerProc::spawn("backup", Side::Backup, ports, &[]);
-        primary.expect("role: ACTIVE").await;
-        backup.expect("peer: synced").await;
+        // On failure, say what *both* servers printed and whether either has exited: the primary
+        // waits for the backup, so its own lines alone cannot tell why the pair did not form.
+        let formed = tokio::time::timeout(STEP, async {
+            primary.wait_line("role: ACTIVE").await?;
+            backup.wait_line("peer: synced").await
+        })
+        .await;
+        if !matches!(formed, Ok(Some(_))) {
+            panic!("the pair did not form within {STEP:?}:\n{}\n{}", primary.report(), backup.report());
+        }
         (primary, backup)
+    }
+
+    /// Reads lines until one starts with `prefix` (`None` if stdout closes first).
+    async fn wait_line(&mut self, prefix: &str) -> Option<String> {
+        while let Some(line) = self.lines.recv().await {
+            self.seen.push(line.clone());
+            if line.starts_with(prefix) {
+                return Some(line);
+            }
+        }
+        None
+    }
+
+    /// What this server printed, its last status line and whether it has exited.
+    pub fn report(&mut self) -> String {
+        let seen = self.drain();
+        let exited = self.child.try_wait().ok().flatten();
+        let status = self.status.borrow().clone();
+        format!("{}: exited {exited:?}, last status {status:?}, lines {seen:#?}", self.name)
     }
 
     /// Reads lines (other than status lines) until one starts with `prefix`; returns it.
