@@ -55,29 +55,38 @@ fn timeouts_give_would_block_and_lose_nothing() {
 
 #[test]
 fn one_socket_shared_by_threads_loses_and_duplicates_nothing() {
-    const MESSAGES: usize = 2000;
+    const MESSAGES: u32 = 2000;
+    const THREADS: usize = 4;
     let pull = Socket::new(SocketType::Pull);
     let endpoint = pull.bind("tcp://127.0.0.1:*").unwrap();
     let push = Socket::new(SocketType::Push);
     push.connect(&endpoint).unwrap();
-    let receivers: Vec<_> = (0..4)
+    // Each receiver stops at its first empty message (one per thread, after all the data on the
+    // one connection), never on a timeout, so a slow machine cannot end one early.
+    let receivers: Vec<_> = (0..THREADS)
         .map(|_| {
             let pull = pull.clone();
             std::thread::spawn(move || {
                 let mut got = Vec::new();
-                while let Ok(msg) = pull.recv_timeout(Duration::from_millis(500)) {
+                loop {
+                    let msg = pull.recv_timeout(WAIT).expect("a message or the stop");
+                    if msg[0].is_empty() {
+                        return got;
+                    }
                     got.push(u32::from_be_bytes(msg[0][..].try_into().unwrap()));
                 }
-                got
             })
         })
         .collect();
-    for i in 0..MESSAGES as u32 {
+    for i in 0..MESSAGES {
         push.send(i.to_be_bytes().to_vec()).unwrap();
+    }
+    for _ in 0..THREADS {
+        push.send(Vec::<u8>::new()).unwrap(); // one empty frame
     }
     let mut all: Vec<u32> = receivers.into_iter().flat_map(|r| r.join().unwrap()).collect();
     all.sort_unstable();
-    assert_eq!(all, (0..MESSAGES as u32).collect::<Vec<_>>());
+    assert_eq!(all, (0..MESSAGES).collect::<Vec<_>>());
 }
 
 #[test]
