@@ -54,3 +54,24 @@ fn libzmq_req_gets_a_reply_from_hand_driven_rep_over_curve() {
     let request = server.join().expect("server thread").expect("served one request");
     assert_eq!(request, [&b""[..], &b"ping"[..]]);
 }
+
+/// The session bounds a message in bytes, all frames together: a peer's endless run of MORE frames
+/// (each small enough for the frame codec) is refused past 1 MiB instead of piling up.
+#[test]
+fn a_message_of_many_frames_is_bounded_in_bytes() {
+    let server_keys = KeyPair::generate();
+    let mut client = by_hand::Session::curve_client(server_keys.public());
+    let mut server = by_hand::Session::curve_server(server_keys);
+    for _ in 0..3 {
+        let to_server = client.output();
+        server.input(&to_server).expect("handshake");
+        let to_client = server.output();
+        client.input(&to_client).expect("handshake");
+    }
+    let frame = [7u8; 1000];
+    client.send(&[&frame[..]; 1000]).unwrap(); // 1000 frames, 1 MB: under the bound
+    assert_eq!(server.input(&client.output()).unwrap().len(), 1);
+    client.send(&[&frame[..]; 1100]).unwrap(); // 1.1 MB in one message
+    let err = server.input(&client.output()).unwrap_err();
+    assert!(err.to_string().contains("more than"), "{err}");
+}

@@ -32,6 +32,10 @@ use zmtp_wire::{
 
 type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
 
+/// The most one message may hold, all frames together: the codec bounds each frame, this bounds
+/// what a peer can pile up with an endless run of MORE frames.
+const MAX_MESSAGE: usize = 1 << 20;
+
 /// What a [`Session`] reports from the bytes it was fed.
 #[derive(Debug, PartialEq)]
 pub enum Event {
@@ -57,6 +61,7 @@ pub struct Session {
     cipher: Option<(CurveEncoder, CurveDecoder)>,
     ready: bool,
     partial: Vec<Bytes>,
+    partial_bytes: usize,
 }
 
 impl Session {
@@ -67,12 +72,13 @@ impl Session {
         Session {
             handshake,
             greeting: Some(GreetingDecoder::new()),
-            codec: FrameCodec::new(Some(1 << 20)),
+            codec: FrameCodec::new(Some(MAX_MESSAGE as u64)),
             input: BytesMut::new(),
             output,
             cipher: None,
             ready: false,
             partial: Vec::new(),
+            partial_bytes: 0,
         }
     }
 
@@ -160,8 +166,14 @@ impl Session {
             return Ok(()); // PING/PONG: a long-lived connection answers PING with PONG here.
         }
         let more = frame.more();
+        // Each frame costs its bytes plus a handle: count both, so empty frames are not free.
+        self.partial_bytes += frame.body.len() + std::mem::size_of::<Bytes>();
+        if self.partial_bytes > MAX_MESSAGE {
+            return Err(format!("a message of more than {MAX_MESSAGE} bytes").into());
+        }
         self.partial.push(frame.body);
         if !more {
+            self.partial_bytes = 0;
             events.push(Event::Message(std::mem::take(&mut self.partial)));
         }
         Ok(())

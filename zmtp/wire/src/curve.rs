@@ -327,6 +327,17 @@ mod tests {
         (client, server, result)
     }
 
+    /// A REQ client with a fresh key pair and a REP server with `server_pair`, before HELLO.
+    fn req_rep(server_pair: &KeyPair) -> (CurveClient, CurveServer) {
+        let client = CurveClient::new(
+            config(SocketType::Req),
+            KeyPair::generate_with(&mut OsRng),
+            server_pair.public(),
+            &mut OsRng,
+        );
+        (client, CurveServer::new(config(SocketType::Rep), server_pair.clone(), &mut OsRng))
+    }
+
     fn sends(step: Step) -> Vec<Bytes> {
         match step {
             Step::Send(v) => v,
@@ -384,24 +395,12 @@ mod tests {
         let short = Bytes::from_static(b"\x05HELLO\x01\x00");
         assert!(matches!(server.on_command(short), Err(HandshakeError::Curve(CurveError::BadLength { .. }))));
         let server_pair = KeyPair::generate_with(&mut OsRng);
-        let mut client = CurveClient::new(
-            config(SocketType::Req),
-            KeyPair::generate_with(&mut OsRng),
-            server_pair.public(),
-            &mut OsRng,
-        );
+        let (mut client, mut server) = req_rep(&server_pair);
         let mut hello = BytesMut::from(&client.start().unwrap()[..]);
         hello[6] = 2;
-        let mut server = CurveServer::new(config(SocketType::Rep), server_pair.clone(), &mut OsRng);
         assert!(matches!(server.on_command(hello.freeze()), Err(HandshakeError::Curve(CurveError::BadVersion(2, 0)))));
         // A tampered cookie in INITIATE.
-        let mut client = CurveClient::new(
-            config(SocketType::Req),
-            KeyPair::generate_with(&mut OsRng),
-            server_pair.public(),
-            &mut OsRng,
-        );
-        let mut server = CurveServer::new(config(SocketType::Rep), server_pair, &mut OsRng);
+        let (mut client, mut server) = req_rep(&server_pair);
         let welcome = sends(server.on_command(client.start().unwrap()).unwrap()).remove(0);
         let mut initiate = BytesMut::from(&sends(client.on_command(welcome).unwrap())[0][..]);
         initiate[20] ^= 1;
@@ -411,13 +410,7 @@ mod tests {
     #[test]
     fn denied_client_gets_error_400() {
         let server_pair = KeyPair::generate_with(&mut OsRng);
-        let mut client = CurveClient::new(
-            config(SocketType::Req),
-            KeyPair::generate_with(&mut OsRng),
-            server_pair.public(),
-            &mut OsRng,
-        );
-        let mut server = CurveServer::new(config(SocketType::Rep), server_pair, &mut OsRng);
+        let (mut client, mut server) = req_rep(&server_pair);
         let welcome = sends(server.on_command(client.start().unwrap()).unwrap()).remove(0);
         let initiate = sends(client.on_command(welcome).unwrap()).remove(0);
         server.on_command(initiate).unwrap();
