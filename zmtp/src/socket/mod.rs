@@ -236,9 +236,9 @@ impl Socket {
 
     /// Sends without waiting; [`Error::WouldBlock`] where [`send`](Self::send) would wait.
     pub fn try_send(&self, msg: impl Into<Message>) -> Result<()> {
-        match self.inner.core.try_send(msg.into())? {
-            TrySend::Sent => Ok(()),
-            TrySend::Full(_) => Err(Error::WouldBlock),
+        match self.try_send_or_keep(msg.into())? {
+            None => Ok(()),
+            Some(_) => Err(Error::WouldBlock),
         }
     }
 
