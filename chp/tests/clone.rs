@@ -506,7 +506,7 @@ async fn silence_means_server_lost() {
 }
 
 /// `set` is held until the client is in sync, carries a UUID, and returns the sequence the server
-/// gave it; a key outside the client's subtree is sent once, unconfirmed.
+/// gave it; a key outside the client's subtree is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_waits_for_sync_carries_a_uuid_and_returns_the_sequence() {
     bounded(async {

@@ -778,8 +778,8 @@ impl Agent {
         }
     }
 
-    /// Sends (or resends) a pending KVSET. One outside our subtree is never echoed to us: it is
-    /// sent once and reported unconfirmed.
+    /// Sends (or resends) a pending KVSET. (Keys outside our subtree, which would never be echoed
+    /// to us, are refused by `Client::set` before they get here.)
     fn send_set(&mut self, uuid: Uuid, now: Instant) {
         let Some(p) = self.pending.get_mut(&uuid) else { return };
         if p.sent.is_some() {
@@ -791,12 +791,7 @@ impl Agent {
             let _ = publisher.try_send(msg.clone());
         }
         p.sent = Some(now);
-        if !self.options.subtree.contains(&p.msg.key) {
-            let p = self.pending.remove(&uuid).expect("present");
-            let _ = p.reply.send(Ok(None));
-        } else {
-            self.schedule_set_check(now + self.options.set_retry);
-        }
+        self.schedule_set_check(now + self.options.set_retry);
     }
 
     /// Sends every pending KVSET not sent yet or due for a retransmit (once in sync with a server
