@@ -48,6 +48,7 @@ mod proxy;
 pub mod security;
 mod socket;
 mod supervisor;
+pub mod task;
 pub mod throttle;
 pub mod timeouts;
 #[cfg(feature = "internals")]
