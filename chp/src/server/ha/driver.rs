@@ -1,282 +1,50 @@
-//! The high-availability server pair: two CHP servers, a primary and a backup, under Binary Star
-//! (the Guide's Clone Model Six, with the reference's bugs fixed).
+//! The task that runs one server of the pair: it binds the sockets, then turns Binary Star's
+//! notices, the CHP sockets and the peer link into the active's or the passive's behaviour (see
+//! the [parent module](super)). The handle ([`super::HaServer`]) only reads what this task
+//! publishes; everything that changes the map or a role happens here, in one place.
 //!
-//! Each server binds the usual three ports — SNAPSHOT (ROUTER) at P, PUBLISHER (PUB) at P+1,
-//! COLLECTOR (SUB) at P+2 — plus the Binary Star state PUB, and connects a SUB to its peer's state
-//! PUB ([`bstar`]). The SNAPSHOT socket is Binary Star's *voter*: a client's ICANHAZ? is the
-//! request that lets a passive server take over once the active's heartbeats have expired. Clients
-//! publish every KVSET to *both* collectors.
-//!
-//! - **Active:** exactly the single [`Server`](super::Server): sequences, stores and republishes
-//!   updates, expires ttls, answers snapshots, sends HUGZ; plus it drops a KVSET whose UUID it (or
-//!   the active it took over from) already published, so a client's retransmit after a failover
-//!   is not published twice.
-//! - **Passive:** holds each client update on the pending list ([`pending`](super::pending)) and
-//!   follows the active: a SUB to the peer's P+1 (subscribe all), proven live by its first message
-//!   (zguide #818), then a `PEERSYNC?` snapshot of the peer's whole map with each key's remaining
-//!   ttl ([`crate::command::PEERSYNC`]), then every update in sequence order. Each update from the
-//!   active removes its copy from the pending list. The snapshot fetch never blocks anything (it
-//!   is one more branch of the event loop, heartbeats run in their own task) and is retried on a
-//!   fresh socket after [`HaConfig::peer_sync_timeout`]. A passive server publishes HUGZ but no
-//!   updates, so clients that fail over to it can vote.
-//! - **Promotion:** stop following, replay the pending list with new sequences, then serve the
-//!   snapshot request that caused the failover (Binary Star delivers `BecameActive` before that
-//!   request). **A server that never held the truth does not take over:** one that was never
-//!   active and has no complete copy of the active's map yet (a restarted peer still copying it)
-//!   rejects votes and stays passive when its peer restarts ([`bstar::Handle::set_eligible`]),
-//!   and logs why. If the active dies then, the pair serves nobody — clients keep the maps they
-//!   hold and one-shot commands fail — rather than serve a partial map as the truth; with both
-//!   copies gone, restarting both servers starts over from an empty map. (A server promoted in the
-//!   middle of a re-sync after a gap, which held a complete copy before, starts from what it has
-//!   and says so.)
-//! - **Split brain:** Binary Star runs with healing on ([`bstar::split`]): when both servers are
-//!   active (a partition healed, or an active resumed after a stall longer than the peer expiry),
-//!   the one that took over stays, the other becomes passive and re-syncs from it (keeping its old
-//!   map until the new copy is complete). Neither stops.
-//! - **CURVE** ([`HaConfig::curve`], [`ServerCurve`]): the CHP sockets, the Binary Star voter
-//!   and state link, and the passive's SUB and PEERSYNC? DEALER to the peer (CURVE clients of
-//!   it, with this server's key pair, which the peer admits even when it has a client allow
-//!   list) are all encrypted and authenticated.
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), chp::server::ha::HaError> {
-//! use chp::server::ha::{HaConfig, HaServer};
-//! // The reference's pair: primary P=5556 (state 5003), backup P=5566 (state 5004).
-//! let primary = HaServer::bind(HaConfig::reference_primary()).await?;
-//! let backup = HaServer::bind(HaConfig::reference_backup()).await?;
-//! // Clients list both: chp::ClientOptions::for_servers(vec![primary.address().clone(), backup.address().clone()])
-//! primary.wait().await
-//! # }
-//! ```
+//! - Active: [`Driver::collect`] sequences client updates; expiry and HUGZ run as in the single
+//!   server.
+//! - Passive: a [`Follower`] subscribes to the active's publisher, fetches its map with
+//!   `PEERSYNC?` ([`Phase`]) and applies its updates in order, clearing the pending list.
+//! - Promotion: [`Driver::promote`] replays the pending list before serving.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bstar::{BinaryStar, Liveness, Notice, Notices, Side, State};
+use bstar::{BinaryStar, Notice, Notices, State};
 use bytes::Bytes;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
-use super::pending::{Held, Pending, PendingConfig, PendingStats};
-use super::snapshot::Snapshots;
-use super::state::{Followed, PeerEntry};
-use super::{ServerConfig, ServerError, ServerStats, Shared, Stats, WELCOME_HUGZ, port_of};
-use crate::address::ServerAddress;
+use super::handle::{HaEvent, HaShared, HaStats, HaStatus};
+use super::{HaConfig, HaError};
 use crate::command::{KTHXBAI, KvSet, PEERSYNC, Update, hugz_message};
 use crate::kvmsg::KvMsg;
-use crate::security::ServerCurve;
-use crate::server::{ServerState, parse_ttl};
+use crate::server::pending::{Held, Pending};
+use crate::server::snapshot::Snapshots;
+use crate::server::state::{Followed, PeerEntry};
+use crate::server::{ServerError, Shared, WELCOME_HUGZ, log_refused, parse_ttl};
 
-/// How one server of the pair is set up.
-#[derive(Clone, Debug)]
-pub struct HaConfig {
-    /// The CHP side: interface, P (must be given: the peer needs it), HUGZ interval, limits.
-    pub server: ServerConfig,
-    /// Primary or backup.
-    pub side: Side,
-    /// Where this server's Binary Star state PUB binds (e.g. `tcp://*:5003`).
-    pub state: String,
-    /// The peer's state PUB (e.g. `tcp://backup-host:5004`).
-    pub peer_state: String,
-    /// The peer's CHP address (its P): a passive server follows the peer's P+1 and asks its P
-    /// for a snapshot.
-    pub peer: ServerAddress,
-    /// Binary Star heartbeat; the peer expires after twice this. Default 1 s.
-    pub heartbeat: Duration,
-    /// Pending list limits.
-    pub pending: PendingConfig,
-    /// A passive server's snapshot of the active that makes no progress for this long is
-    /// abandoned and asked for again on a fresh socket. Default 2 s.
-    pub peer_sync_timeout: Duration,
+/// A pair server's sockets, bound: Binary Star's (its voter is the SNAPSHOT socket) and the
+/// CHP publisher and collector.
+pub(super) struct Sockets {
+    /// Binary Star, not yet running.
+    pub(super) star: BinaryStar,
+    notices: Notices,
+    publisher: Socket,
+    collector: Socket,
+    /// The publisher's connection events (a new subscriber gets welcome HUGZ).
+    pub_events: zmtp::Monitor,
 }
 
-impl HaConfig {
-    /// A server of `side` with CHP port `port`, state PUB at `state`, peer state PUB at
-    /// `peer_state` and peer CHP address `peer`; defaults elsewhere (binds all interfaces).
-    pub fn new(
-        side: Side,
-        port: u16,
-        state: impl Into<String>,
-        peer_state: impl Into<String>,
-        peer: ServerAddress,
-    ) -> HaConfig {
-        HaConfig {
-            server: ServerConfig { port, ..ServerConfig::default() },
-            side,
-            state: state.into(),
-            peer_state: peer_state.into(),
-            peer,
-            heartbeat: bstar::DEFAULT_HEARTBEAT,
-            pending: PendingConfig::default(),
-            peer_sync_timeout: Duration::from_secs(2),
-        }
-    }
-
-    /// The Guide's primary: P=5556, state `tcp://*:5003`, peer state `tcp://localhost:5004`, peer
-    /// P=5566 on localhost.
-    pub fn reference_primary() -> HaConfig {
-        let peer = ServerAddress::new("localhost", 5566).expect("valid");
-        HaConfig::new(Side::Primary, 5556, "tcp://*:5003", "tcp://localhost:5004", peer)
-    }
-
-    /// The Guide's backup: P=5566, state `tcp://*:5004`, peer state `tcp://localhost:5003`, peer
-    /// P=5556 on localhost.
-    pub fn reference_backup() -> HaConfig {
-        let peer = ServerAddress::new("localhost", 5556).expect("valid");
-        HaConfig::new(Side::Backup, 5566, "tcp://*:5004", "tcp://localhost:5003", peer)
-    }
-
-    /// Sets the interface to bind.
-    pub fn bind(mut self, interface: impl Into<String>) -> HaConfig {
-        self.server.bind = interface.into();
-        self
-    }
-
-    /// Sets the Binary Star heartbeat.
-    pub fn heartbeat(mut self, interval: Duration) -> HaConfig {
-        self.heartbeat = interval;
-        self
-    }
-
-    /// Sets the HUGZ interval.
-    pub fn hugz(mut self, interval: Duration) -> HaConfig {
-        self.server.hugz_interval = interval;
-        self
-    }
-
-    /// Runs the server over CURVE ([`ServerCurve`]; set [`ServerCurve::peer`] when the peer has
-    /// its own key pair): its CHP sockets, the Binary Star voter and state link, and the passive
-    /// side's connections to the peer.
-    pub fn curve(mut self, curve: ServerCurve) -> HaConfig {
-        self.server.curve = Some(curve);
-        self
-    }
-}
-
-/// Why a pair server could not start, or stopped.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum HaError {
-    /// Binding a CHP socket failed.
-    #[error(transparent)]
-    Bind(#[from] ServerError),
-    /// Binary Star could not start (state or voter socket), or its socket failed.
-    #[error("binary star: {0}")]
-    Star(bstar::Error),
-    /// The pair is broken: dual actives or dual passives. The server stopped.
-    #[error("fatal: {0}")]
-    Fatal(bstar::FsmError),
-}
-
-impl From<bstar::Error> for HaError {
-    fn from(e: bstar::Error) -> Self {
-        match e.fsm() {
-            Some(fatal) => HaError::Fatal(fatal),
-            None => HaError::Star(e),
-        }
-    }
-}
-
-/// Counters of the pair logic since start.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HaStats {
-    /// The pending list's counters.
-    pub pending: PendingStats,
-    /// KVSETs dropped by this server, active, because it or its predecessor already published
-    /// their UUID (retransmits after a failover).
-    pub duplicates: u64,
-    /// Complete snapshots of the active received while passive.
-    pub peer_syncs: u64,
-    /// Snapshots of the active abandoned (no progress for the timeout) and asked for again.
-    pub peer_sync_timeouts: u64,
-    /// Sequence gaps in the active's updates (each one causes a fresh snapshot).
-    pub gaps: u64,
-    /// Times this server became active.
-    pub promotions: u64,
-}
-
-/// A view of one pair server.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HaStatus {
-    /// Primary or backup.
-    pub side: Side,
-    /// PRIMARY/BACKUP while starting, then ACTIVE or PASSIVE. ACTIVE is reported once the
-    /// promotion's replay is done.
-    pub state: State,
-    /// The peer's liveness, as Binary Star sees it.
-    pub peer: Liveness,
-    /// The state the peer last announced.
-    pub peer_state: Option<State>,
-    /// Passive: holds a complete copy of the active's map (and follows it).
-    pub peer_synced: bool,
-    /// The sequence of the last update stored (published when active, followed when passive).
-    pub sequence: u64,
-    /// Keys stored.
-    pub keys: usize,
-    /// Client updates on the pending list.
-    pub pending: usize,
-    /// Counters.
-    pub stats: HaStats,
-    /// False once the server has stopped.
-    pub running: bool,
-    /// Why it stopped, if it was a fatal pair failure.
-    pub fatal: Option<String>,
-}
-
-/// What a pair server reports as it happens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HaEvent {
-    /// Became ACTIVE: replayed `replayed` pending updates; the map is at `sequence` with `keys` keys.
-    BecameActive {
-        /// Pending updates replayed (published with new sequences).
-        replayed: usize,
-        /// The sequence after the replay.
-        sequence: u64,
-        /// Keys after the replay.
-        keys: usize,
-        /// False when promoted before holding a complete copy of the peer's map.
-        complete: bool,
-    },
-    /// Became PASSIVE (starts following the active).
-    BecamePassive,
-    /// Passive: a complete copy of the active's map arrived.
-    PeerSynced {
-        /// The snapshot's sequence.
-        sequence: u64,
-        /// Keys in it.
-        keys: usize,
-    },
-    /// The peer is heard (again); its state.
-    PeerAlive(State),
-    /// The peer has been silent for 2 × heartbeat.
-    PeerSilent,
-    /// The server stopped; the reason when it was a fatal pair failure.
-    Stopped(Option<String>),
-}
-
-struct HaShared {
-    status: watch::Sender<HaStatus>,
-    events: broadcast::Sender<HaEvent>,
-}
-
-/// One running server of a high-availability pair (see the [module docs](self)). Dropping it stops
-/// it (its sockets close, its heartbeats stop: to the peer it is dead).
-pub struct HaServer {
-    address: ServerAddress,
-    shared: Arc<Shared>,
-    ha: Arc<HaShared>,
-    star: bstar::Handle,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), HaError>>>,
-}
-
-impl HaServer {
+impl Sockets {
     /// Binds the CHP sockets (the SNAPSHOT socket being the Binary Star voter) and the Binary
-    /// Star sockets, and starts.
-    pub async fn bind(config: HaConfig) -> Result<HaServer, HaError> {
+    /// Star sockets.
+    pub(super) async fn bind(config: &HaConfig) -> Result<Sockets, HaError> {
         let server = &config.server;
         let endpoint = |port: u16| format!("tcp://{}:{port}", server.bind);
         if server.port == 0 || server.port > u16::MAX - 2 {
@@ -332,160 +100,52 @@ impl HaServer {
                 return Err(ServerError::Bind { endpoint: at, source }.into());
             }
         }
-
-        let host = match server.bind.as_str() {
-            "*" | "0.0.0.0" => "127.0.0.1".to_owned(),
-            "::" | "[::]" => "[::1]".to_owned(),
-            other => other.to_owned(),
-        };
-        let bound = port_of(handle.voter_endpoint()).unwrap_or(port);
-        let address = ServerAddress::new(host, bound).expect("bound port checked");
-        let mut state = ServerState::new(std::time::Instant::now());
-        state.set_max_value_len(server.max_value_len);
-        let shared = Arc::new(Shared { state: Mutex::new(state), stats: Stats::default() });
-        let start = config.side.start_state();
-        let status = HaStatus {
-            side: config.side,
-            state: start,
-            peer: Liveness::Unknown,
-            peer_state: None,
-            peer_synced: false,
-            sequence: 0,
-            keys: 0,
-            pending: 0,
-            stats: HaStats::default(),
-            running: true,
-            fatal: None,
-        };
-        let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(1024).0 });
-        let snapshots =
-            Snapshots::new(snapshot, shared.clone(), server.max_concurrent_snapshots, server.snapshot_stall_timeout);
-        // Not eligible to take over from PASSIVE until this server holds the truth (see
-        // `Driver::holds_truth`); becoming active at formation (PRIMARY meets BACKUP) is unaffected.
-        handle.set_eligible(false);
-        let runner = tokio::spawn(star.run());
-        let (stop, stopped) = oneshot::channel();
-        let driver = Driver {
-            pending: Pending::new(config.pending),
-            config,
-            shared: shared.clone(),
-            ha: ha.clone(),
-            star: handle.clone(),
-            publisher,
-            collector,
-            snapshots,
-            role: start,
-            was_passive: false,
-            holds_truth: false,
-            follower: None,
-            stats: HaStats::default(),
-            peer_synced: false,
-            welcome: BTreeSet::new(),
-        };
-        let task = tokio::spawn(driver.run(notices, runner, pub_events, stopped));
-        tracing::info!(%address, side = %handle.status().side, "CHP pair server listening");
-        Ok(HaServer { address, shared, ha, star: handle, stop: Some(stop), task: Some(task) })
-    }
-
-    /// Where clients connect: `tcp://host:P`.
-    pub fn address(&self) -> &ServerAddress {
-        &self.address
-    }
-
-    /// The state and counters now.
-    pub fn status(&self) -> HaStatus {
-        self.ha.status.borrow().clone()
-    }
-
-    /// PRIMARY/BACKUP while starting, then ACTIVE or PASSIVE.
-    pub fn state(&self) -> State {
-        self.ha.status.borrow().state
-    }
-
-    /// A watch on the [`HaStatus`] (woken when anything in it changes).
-    pub fn watch(&self) -> watch::Receiver<HaStatus> {
-        self.ha.status.subscribe()
-    }
-
-    /// Waits until `pred` holds (returns that status) or the server stops (`None`). Not bounded.
-    pub async fn wait_for(&self, mut pred: impl FnMut(&HaStatus) -> bool) -> Option<HaStatus> {
-        let mut watch = self.watch();
-        let status = watch.wait_for(|s| pred(s) || !s.running).await.ok()?.clone();
-        pred(&status).then_some(status)
-    }
-
-    /// Events from now on.
-    pub fn events(&self) -> broadcast::Receiver<HaEvent> {
-        self.ha.events.subscribe()
-    }
-
-    /// The Binary Star handle (state, peer liveness, vote counters).
-    pub fn star(&self) -> &bstar::Handle {
-        &self.star
-    }
-
-    /// The sequence of the last update stored.
-    pub fn sequence(&self) -> u64 {
-        self.shared.lock().sequence()
-    }
-
-    /// The current value of `key`.
-    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
-        self.shared.lock().get(key).map(Bytes::copy_from_slice)
-    }
-
-    /// Number of keys stored.
-    pub fn len(&self) -> usize {
-        self.shared.lock().len()
-    }
-
-    /// True when no key is stored.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// A copy of the whole map and its sequence.
-    pub fn map(&self) -> (u64, std::collections::BTreeMap<Bytes, Bytes>) {
-        let state = self.shared.lock();
-        let map = state.entries().map(|e| (Bytes::copy_from_slice(e.key), Bytes::copy_from_slice(e.value))).collect();
-        (state.sequence(), map)
-    }
-
-    /// Runs `f` on the state (held locked: keep it short).
-    pub fn with_state<R>(&self, f: impl FnOnce(&ServerState) -> R) -> R {
-        f(&self.shared.lock())
-    }
-
-    /// The CHP counters (updates, expiries, snapshots, HUGZ …).
-    pub fn stats(&self) -> ServerStats {
-        self.shared.stats()
-    }
-
-    /// Stops the server (heartbeats stop, sockets close) and waits for it.
-    pub async fn close(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-
-    /// Waits until the server stops: `Err(HaError::Fatal(..))` on dual actives / dual passives.
-    pub async fn wait(mut self) -> Result<(), HaError> {
-        match self.task.take() {
-            Some(task) => task.await.unwrap_or(Ok(())),
-            None => Ok(()),
-        }
+        Ok(Sockets { star, notices, publisher, collector, pub_events })
     }
 }
 
-impl Drop for HaServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+/// Starts the pair on bound sockets: Binary Star's runner and the driver, each in its own task
+/// (heartbeats never wait for the driver). Returns the stop sender and the driver's task.
+pub(super) fn spawn(
+    config: HaConfig,
+    sockets: Sockets,
+    shared: Arc<Shared>,
+    ha: Arc<HaShared>,
+) -> (oneshot::Sender<()>, JoinHandle<Result<(), HaError>>) {
+    let Sockets { star, notices, publisher, collector, pub_events } = sockets;
+    let handle = star.handle();
+    let server = &config.server;
+    let snapshots = Snapshots::new(
+        handle.voter().clone(),
+        shared.clone(),
+        server.max_concurrent_snapshots,
+        server.snapshot_stall_timeout,
+    );
+    // Not eligible to take over from PASSIVE until this server holds the truth (see
+    // `Driver::holds_truth`); becoming active at formation (PRIMARY meets BACKUP) is unaffected.
+    handle.set_eligible(false);
+    let runner = tokio::spawn(star.run());
+    let (stop, stopped) = oneshot::channel();
+    let role = config.side.start_state();
+    let driver = Driver {
+        pending: Pending::new(config.pending),
+        config,
+        shared,
+        ha,
+        star: handle,
+        publisher,
+        collector,
+        snapshots,
+        role,
+        was_passive: false,
+        holds_truth: false,
+        follower: None,
+        stats: HaStats::default(),
+        peer_synced: false,
+        welcome: BTreeSet::new(),
+    };
+    let task = tokio::spawn(driver.run(notices, runner, pub_events, stopped));
+    (stop, task)
 }
 
 /// The passive server's view of the active's publisher.
@@ -637,7 +297,7 @@ impl Driver {
                         }
                     }
                     Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => {
-                        super::log_refused(&peer, &error, self.config.server.curve.is_some())
+                        log_refused(&peer, &error, self.config.server.curve.is_some())
                     }
                     Some(_) => {}
                     None => monitor_open = false,

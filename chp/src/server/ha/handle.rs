@@ -1,0 +1,250 @@
+//! What the application holds of a running pair server: the [`HaServer`] handle, and the
+//! [`HaStatus`], [`HaStats`] and [`HaEvent`] it reports. The handle reads what the
+//! [`driver`] publishes and can stop it; it never touches a socket or the map, so
+//! reading a status never waits for the driver.
+
+use std::sync::{Arc, Mutex};
+
+use bstar::{Liveness, Side, State};
+use bytes::Bytes;
+use tokio::sync::{broadcast, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::driver::{self, Sockets};
+use super::{HaConfig, HaError};
+use crate::address::ServerAddress;
+use crate::server::pending::PendingStats;
+use crate::server::{ServerState, ServerStats, Shared, Stats, port_of};
+
+/// Counters of the pair logic since start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HaStats {
+    /// The pending list's counters.
+    pub pending: PendingStats,
+    /// KVSETs dropped by this server, active, because it or its predecessor already published
+    /// their UUID (retransmits after a failover).
+    pub duplicates: u64,
+    /// Complete snapshots of the active received while passive.
+    pub peer_syncs: u64,
+    /// Snapshots of the active abandoned (no progress for the timeout) and asked for again.
+    pub peer_sync_timeouts: u64,
+    /// Sequence gaps in the active's updates (each one causes a fresh snapshot).
+    pub gaps: u64,
+    /// Times this server became active.
+    pub promotions: u64,
+}
+
+/// A view of one pair server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HaStatus {
+    /// Primary or backup.
+    pub side: Side,
+    /// PRIMARY/BACKUP while starting, then ACTIVE or PASSIVE. ACTIVE is reported once the
+    /// promotion's replay is done.
+    pub state: State,
+    /// The peer's liveness, as Binary Star sees it.
+    pub peer: Liveness,
+    /// The state the peer last announced.
+    pub peer_state: Option<State>,
+    /// Passive: holds a complete copy of the active's map (and follows it).
+    pub peer_synced: bool,
+    /// The sequence of the last update stored (published when active, followed when passive).
+    pub sequence: u64,
+    /// Keys stored.
+    pub keys: usize,
+    /// Client updates on the pending list.
+    pub pending: usize,
+    /// Counters.
+    pub stats: HaStats,
+    /// False once the server has stopped.
+    pub running: bool,
+    /// Why it stopped, if it was a fatal pair failure.
+    pub fatal: Option<String>,
+}
+
+/// What a pair server reports as it happens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HaEvent {
+    /// Became ACTIVE: replayed `replayed` pending updates; the map is at `sequence` with `keys` keys.
+    BecameActive {
+        /// Pending updates replayed (published with new sequences).
+        replayed: usize,
+        /// The sequence after the replay.
+        sequence: u64,
+        /// Keys after the replay.
+        keys: usize,
+        /// False when promoted before holding a complete copy of the peer's map.
+        complete: bool,
+    },
+    /// Became PASSIVE (starts following the active).
+    BecamePassive,
+    /// Passive: a complete copy of the active's map arrived.
+    PeerSynced {
+        /// The snapshot's sequence.
+        sequence: u64,
+        /// Keys in it.
+        keys: usize,
+    },
+    /// The peer is heard (again); its state.
+    PeerAlive(State),
+    /// The peer has been silent for 2 × heartbeat.
+    PeerSilent,
+    /// The server stopped; the reason when it was a fatal pair failure.
+    Stopped(Option<String>),
+}
+
+/// What the driver publishes and the handle reads.
+pub(super) struct HaShared {
+    /// The status now (the driver updates it after each event it handles).
+    pub(super) status: watch::Sender<HaStatus>,
+    /// Events as they happen.
+    pub(super) events: broadcast::Sender<HaEvent>,
+}
+
+/// One running server of a high-availability pair (see the [module docs](super)). Dropping it stops
+/// it (its sockets close, its heartbeats stop: to the peer it is dead).
+pub struct HaServer {
+    address: ServerAddress,
+    shared: Arc<Shared>,
+    ha: Arc<HaShared>,
+    star: bstar::Handle,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), HaError>>>,
+}
+
+impl HaServer {
+    /// Binds the CHP sockets (the SNAPSHOT socket being the Binary Star voter) and the Binary
+    /// Star sockets, and starts.
+    pub async fn bind(config: HaConfig) -> Result<HaServer, HaError> {
+        let sockets = Sockets::bind(&config).await?;
+        let star = sockets.star.handle();
+        let server = &config.server;
+        let host = match server.bind.as_str() {
+            "*" | "0.0.0.0" => "127.0.0.1".to_owned(),
+            "::" | "[::]" => "[::1]".to_owned(),
+            other => other.to_owned(),
+        };
+        let bound = port_of(star.voter_endpoint()).unwrap_or(server.port);
+        let address = ServerAddress::new(host, bound).expect("bound port checked");
+        let mut state = ServerState::new(std::time::Instant::now());
+        state.set_max_value_len(server.max_value_len);
+        let shared = Arc::new(Shared { state: Mutex::new(state), stats: Stats::default() });
+        let status = HaStatus {
+            side: config.side,
+            state: config.side.start_state(),
+            peer: Liveness::Unknown,
+            peer_state: None,
+            peer_synced: false,
+            sequence: 0,
+            keys: 0,
+            pending: 0,
+            stats: HaStats::default(),
+            running: true,
+            fatal: None,
+        };
+        let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(1024).0 });
+        let (stop, task) = driver::spawn(config, sockets, shared.clone(), ha.clone());
+        tracing::info!(%address, side = %star.status().side, "CHP pair server listening");
+        Ok(HaServer { address, shared, ha, star, stop: Some(stop), task: Some(task) })
+    }
+
+    /// Where clients connect: `tcp://host:P`.
+    pub fn address(&self) -> &ServerAddress {
+        &self.address
+    }
+
+    /// The state and counters now.
+    pub fn status(&self) -> HaStatus {
+        self.ha.status.borrow().clone()
+    }
+
+    /// PRIMARY/BACKUP while starting, then ACTIVE or PASSIVE.
+    pub fn state(&self) -> State {
+        self.ha.status.borrow().state
+    }
+
+    /// A watch on the [`HaStatus`] (woken when anything in it changes).
+    pub fn watch(&self) -> watch::Receiver<HaStatus> {
+        self.ha.status.subscribe()
+    }
+
+    /// Waits until `pred` holds (returns that status) or the server stops (`None`). Not bounded.
+    pub async fn wait_for(&self, mut pred: impl FnMut(&HaStatus) -> bool) -> Option<HaStatus> {
+        let mut watch = self.watch();
+        let status = watch.wait_for(|s| pred(s) || !s.running).await.ok()?.clone();
+        pred(&status).then_some(status)
+    }
+
+    /// Events from now on.
+    pub fn events(&self) -> broadcast::Receiver<HaEvent> {
+        self.ha.events.subscribe()
+    }
+
+    /// The Binary Star handle (state, peer liveness, vote counters).
+    pub fn star(&self) -> &bstar::Handle {
+        &self.star
+    }
+
+    /// The sequence of the last update stored.
+    pub fn sequence(&self) -> u64 {
+        self.shared.lock().sequence()
+    }
+
+    /// The current value of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
+        self.shared.lock().get(key).map(Bytes::copy_from_slice)
+    }
+
+    /// Number of keys stored.
+    pub fn len(&self) -> usize {
+        self.shared.lock().len()
+    }
+
+    /// True when no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of the whole map and its sequence.
+    pub fn map(&self) -> (u64, std::collections::BTreeMap<Bytes, Bytes>) {
+        let state = self.shared.lock();
+        let map = state.entries().map(|e| (Bytes::copy_from_slice(e.key), Bytes::copy_from_slice(e.value))).collect();
+        (state.sequence(), map)
+    }
+
+    /// Runs `f` on the state (held locked: keep it short).
+    pub fn with_state<R>(&self, f: impl FnOnce(&ServerState) -> R) -> R {
+        f(&self.shared.lock())
+    }
+
+    /// The CHP counters (updates, expiries, snapshots, HUGZ …).
+    pub fn stats(&self) -> ServerStats {
+        self.shared.stats()
+    }
+
+    /// Stops the server (heartbeats stop, sockets close) and waits for it.
+    pub async fn close(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Waits until the server stops: `Err(HaError::Fatal(..))` on dual actives / dual passives.
+    pub async fn wait(mut self) -> Result<(), HaError> {
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for HaServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
