@@ -41,7 +41,7 @@
 use std::fmt;
 
 use zmtp::Socket;
-use zmtp::security::{KeyPair, StaticAuthenticator};
+use zmtp::security::{KeyPair, Security};
 
 /// CURVE keys of one Binary Star server.
 #[derive(Clone)]
@@ -80,25 +80,15 @@ impl Curve {
     }
 
     pub(crate) fn state_pub(&self, socket: &Socket) {
-        socket.set_curve_server(true);
-        socket.set_curve_keypair(self.keys.clone());
-        socket.set_authenticator(StaticAuthenticator::new().curve_key(self.peer));
+        Security::curve_server_allowing(self.keys.clone(), [self.peer]).apply(socket);
     }
 
     pub(crate) fn state_sub(&self, socket: &Socket) {
-        socket.set_curve_serverkey_bytes(self.peer);
-        socket.set_curve_keypair(self.keys.clone());
+        Security::curve_client(self.peer, self.keys.clone()).apply(socket);
     }
 
     pub(crate) fn voter(&self, socket: &Socket) {
-        socket.set_curve_server(true);
-        socket.set_curve_keypair(self.keys.clone());
-        let auth = if self.clients.is_empty() {
-            StaticAuthenticator::new().allow_any_curve_key()
-        } else {
-            self.clients.iter().fold(StaticAuthenticator::new(), |auth, key| auth.curve_key(*key))
-        };
-        socket.set_authenticator(auth);
+        Security::curve_server_allowing(self.keys.clone(), self.clients.iter().copied()).apply(socket);
     }
 }
 

@@ -1,9 +1,9 @@
 //! CURVE for CHP: encrypted, authenticated connections between clients and servers, and between
 //! the two servers of a high-availability pair.
 //!
-//! As in `ppp` (a `Security` value applied to every socket a component makes), each component
-//! takes one value and applies it to every socket it creates, reconnects and fresh sockets
-//! included:
+//! Each component takes one value and applies it, as a [`zmtp::security::Security`], to every
+//! socket it creates, reconnects and fresh sockets included (ppp's components take that
+//! `Security` itself; CHP's key sets add what a pair needs on top of it):
 //!
 //! - [`ServerCurve`] for a [`Server`](crate::Server) or an [`HaServer`](crate::HaServer): the
 //!   SNAPSHOT (ROUTER), PUBLISHER (PUB) and COLLECTOR (SUB) sockets are CURVE servers with this
@@ -43,7 +43,7 @@
 use std::fmt;
 
 use zmtp::Socket;
-use zmtp::security::{KeyPair, StaticAuthenticator};
+use zmtp::security::{KeyPair, Security};
 
 use crate::address::ServerAddress;
 
@@ -108,21 +108,13 @@ impl ServerCurve {
 
     /// Makes `socket` a CURVE server with our keys and allow list (and the peer, if `peer`).
     pub(crate) fn server(&self, socket: &Socket, peer: bool) {
-        socket.set_curve_server(true);
-        socket.set_curve_keypair(self.keys.clone());
         let clients = if peer { self.clients_and_peer() } else { self.clients.clone() };
-        let auth = if clients.is_empty() {
-            StaticAuthenticator::new().allow_any_curve_key()
-        } else {
-            clients.iter().fold(StaticAuthenticator::new(), |auth, key| auth.curve_key(*key))
-        };
-        socket.set_authenticator(auth);
+        Security::curve_server_allowing(self.keys.clone(), clients).apply(socket);
     }
 
     /// Makes `socket` (a passive server's SUB or DEALER) a CURVE client of the peer.
     pub(crate) fn peer_client(&self, socket: &Socket) {
-        socket.set_curve_serverkey_bytes(self.peer_public());
-        socket.set_curve_keypair(self.keys.clone());
+        Security::curve_client(self.peer_public(), self.keys.clone()).apply(socket);
     }
 
     /// The Binary Star side: voter and state link. The voter (our SNAPSHOT socket) admits the
@@ -193,8 +185,7 @@ impl ClientCurve {
     /// Makes `socket` a CURVE client of `server` (whose key is known: checked at start).
     pub(crate) fn apply(&self, socket: &Socket, server: &ServerAddress) {
         if let Some(key) = self.key_of(server) {
-            socket.set_curve_serverkey_bytes(key);
-            socket.set_curve_keypair(self.keys.clone());
+            Security::curve_client(key, self.keys.clone()).apply(socket);
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bstar::endpoint::connect_arg;
 use clap::Parser;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
-use zmtp::security::{KeyPair, decode_key};
+use zmtp::security::{KeyPair, PublicKey, Security};
 use zmtp::{Monitor, MonitorEvent, Socket, SocketType};
 
 #[derive(Parser, Debug)]
@@ -34,25 +34,23 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     count: u64,
     /// Talk CURVE to servers with this public key (Z85): once for both, or once per --server in order
-    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key)]
-    curve_serverkey: Vec<[u8; 32]>,
+    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security")]
+    curve_serverkey: Vec<PublicKey>,
     /// Our CURVE secret key (Z85; default: a fresh key pair for this run)
-    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", value_parser = secret_key, requires = "curve_serverkey")]
+    #[arg(
+        long,
+        value_name = "SECRET",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        requires = "curve_serverkey"
+    )]
     curve_secretkey: Option<KeyPair>,
-}
-
-fn public_key(text: &str) -> Result<[u8; 32], String> {
-    decode_key(text).map_err(|e| format!("{e} (see `zmtp keygen`)"))
-}
-
-fn secret_key(text: &str) -> Result<KeyPair, String> {
-    public_key(text).map(KeyPair::from_secret_bytes)
 }
 
 /// Where to connect, and with which CURVE keys (server public key, ours).
 struct Target {
     endpoint: String,
-    curve: Option<([u8; 32], KeyPair)>,
+    curve: Option<(PublicKey, KeyPair)>,
 }
 
 #[tokio::main]
@@ -174,8 +172,7 @@ async fn open(target: &Target) -> zmtp::Result<Client> {
     let socket = Socket::new(SocketType::Req);
     socket.set_linger(Some(Duration::ZERO));
     if let Some((server, keys)) = &target.curve {
-        socket.set_curve_serverkey_bytes(*server);
-        socket.set_curve_keypair(keys.clone());
+        Security::curve_client(*server, keys.clone()).apply(&socket);
     }
     let monitor = socket.monitor();
     socket.connect(&target.endpoint).await?;

@@ -17,7 +17,7 @@ use bstar::endpoint::{bind_arg, connect_arg};
 use bstar::{BinaryStar, Config, Curve, Error, Notice, Side};
 use clap::Parser;
 use zmtp::SocketType;
-use zmtp::security::{KeyPair, decode_key};
+use zmtp::security::{KeyPair, PublicKey};
 
 #[derive(Parser, Debug)]
 #[command(name = "bstarsrv", about = "Binary Star example server (echoes requests while active)")]
@@ -46,23 +46,27 @@ struct Args {
     verbose: bool,
     /// Use CURVE with this secret key (Z85, from `zmtp keygen`): the frontend and the state PUB are
     /// CURVE servers, the state SUB a CURVE client of the peer
-    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", value_parser = secret_key)]
+    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security")]
     curve_server: Option<KeyPair>,
     /// The peer's CURVE public key (Z85) [default: ours, i.e. both servers share one key pair]
-    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, requires = "curve_server")]
-    curve_peer: Option<[u8; 32]>,
+    #[arg(
+        long,
+        value_name = "PUBLIC",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        requires = "curve_server"
+    )]
+    curve_peer: Option<PublicKey>,
     /// Accept only clients with this CURVE public key on the frontend (repeatable; default: any
     /// client that knows our public key)
-    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, requires = "curve_server")]
-    curve_allow: Vec<[u8; 32]>,
-}
-
-fn public_key(text: &str) -> Result<[u8; 32], String> {
-    decode_key(text).map_err(|e| format!("{e} (see `zmtp keygen`)"))
-}
-
-fn secret_key(text: &str) -> Result<KeyPair, String> {
-    public_key(text).map(KeyPair::from_secret_bytes)
+    #[arg(
+        long,
+        value_name = "PUBLIC",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        requires = "curve_server"
+    )]
+    curve_allow: Vec<PublicKey>,
 }
 
 #[tokio::main]
@@ -83,10 +87,10 @@ async fn main() -> ExitCode {
     if let Some(keys) = args.curve_server {
         println!("I: CURVE public key {}", keys.public_z85());
         let curve = match args.curve_peer {
-            Some(peer) => Curve::with_peer(keys, peer),
+            Some(peer) => Curve::with_peer(keys, peer.into()),
             None => Curve::shared(keys),
         };
-        config = config.curve(args.curve_allow.iter().fold(curve, |curve, key| curve.allow_client(*key)));
+        config = config.curve(args.curve_allow.iter().fold(curve, |curve, key| curve.allow_client((*key).into())));
     }
 
     let (star, mut notices) = match BinaryStar::bind(config).await {

@@ -39,7 +39,7 @@ use chp::{
     Client, ClientCurve, ClientOptions, Event, Server, ServerAddress, ServerConfig, ServerCurve, Status, Subtree,
 };
 use clap::{Args, Parser, Subcommand};
-use zmtp::security::{KeyPair, decode_key};
+use zmtp::security::{KeyPair, PublicKey};
 
 #[derive(Parser)]
 #[command(name = "chp", version, about = "Clustered Hashmap Protocol (ZeroMQ 12/CHP) server and client")]
@@ -117,20 +117,33 @@ enum Cmd {
     Keygen,
 }
 
-/// A server's security.
+/// A server's security. Key arguments take `allow_hyphen_values`: a Z85 key may begin with `-`
+/// (about 1 key in 85).
 #[derive(Args)]
 struct ServerSecurity {
     /// Be a CURVE server with this secret key (Z85, from `chp keygen`) on every socket (and, for a
     /// pair, on the Binary Star voter and state link); clients need its public key
-    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SECRET", help_heading = "Security", allow_hyphen_values = true)]
     curve_server: Option<KeyPair>,
     /// Accept only clients with this CURVE public key (repeatable; default: any that knows the
     /// server key). A pair's peer is always accepted
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, allow_hyphen_values = true, requires = "curve_server")]
-    curve_allow: Vec<[u8; 32]>,
+    #[arg(
+        long,
+        value_name = "PUBLIC",
+        help_heading = "Security",
+        allow_hyphen_values = true,
+        requires = "curve_server"
+    )]
+    curve_allow: Vec<PublicKey>,
     /// Pair: the peer's CURVE public key (default: ours, the two servers sharing one key pair)
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, allow_hyphen_values = true, requires = "curve_server")]
-    curve_peer: Option<[u8; 32]>,
+    #[arg(
+        long,
+        value_name = "PUBLIC",
+        help_heading = "Security",
+        allow_hyphen_values = true,
+        requires = "curve_server"
+    )]
+    curve_peer: Option<PublicKey>,
 }
 
 impl ServerSecurity {
@@ -140,20 +153,11 @@ impl ServerSecurity {
         }
         Ok(self.curve_server.as_ref().map(|keys| {
             let mut curve = ServerCurve::new(keys.clone());
-            curve.clients = self.curve_allow.clone();
-            curve.peer = self.curve_peer;
+            curve.clients = self.curve_allow.iter().map(|&key| key.into()).collect();
+            curve.peer = self.curve_peer.map(Into::into);
             curve
         }))
     }
-}
-
-// Key arguments take `allow_hyphen_values`: a Z85 key may begin with `-` (about 1 key in 85).
-fn public_key(text: &str) -> Result<[u8; 32], String> {
-    decode_key(text).map_err(|e| format!("{e} (see `chp keygen`)"))
-}
-
-fn secret_key(text: &str) -> Result<KeyPair, String> {
-    public_key(text).map(KeyPair::from_secret_bytes)
 }
 
 #[derive(Args)]
@@ -215,11 +219,17 @@ struct Conn {
     server_ttl: f64,
     /// Be a CURVE client of the server with this public key (Z85: the public half of its
     /// --curve-server secret). Once for all servers, or once per --server in the same order
-    #[arg(long, value_name = "PUBLIC", help_heading = "Security", value_parser = public_key, allow_hyphen_values = true)]
-    curve_serverkey: Vec<[u8; 32]>,
+    #[arg(long, value_name = "PUBLIC", help_heading = "Security", allow_hyphen_values = true)]
+    curve_serverkey: Vec<PublicKey>,
     /// Our CURVE secret key (Z85; default: a fresh key pair for this run); needed when the server
     /// accepts only listed keys (--curve-allow)
-    #[arg(long, value_name = "SECRET", help_heading = "Security", value_parser = secret_key, allow_hyphen_values = true, requires = "curve_serverkey")]
+    #[arg(
+        long,
+        value_name = "SECRET",
+        help_heading = "Security",
+        allow_hyphen_values = true,
+        requires = "curve_serverkey"
+    )]
     curve_secretkey: Option<KeyPair>,
 }
 
@@ -372,9 +382,9 @@ impl Conn {
             .ok_or_else(|| usage(format!("invalid --server-ttl {}", self.server_ttl)))?;
         let curve = match self.curve_serverkey.as_slice() {
             [] => None,
-            [key] => Some(ClientCurve::new(*key)),
+            [key] => Some(ClientCurve::new((*key).into())),
             keys if keys.len() == servers.len() => {
-                Some(ClientCurve::per_server(servers.iter().cloned().zip(keys.iter().copied())))
+                Some(ClientCurve::per_server(servers.iter().cloned().zip(keys.iter().map(|&key| key.into()))))
             }
             keys => {
                 return Err(usage(format!(
@@ -456,7 +466,7 @@ async fn watch(subtree: Subtree, conn: Conn) -> Fallible<ExitCode> {
         out.flush().map_err(io)?;
     }
     match client.status() {
-        Status::Failed(why) => Err(why.into()),
+        Status::Failed(why) => Err(why.to_string().into()),
         _ => Ok(ExitCode::SUCCESS),
     }
 }

@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use ppp::Security;
 use tokio::time::Instant;
 use zmtp::Message;
-use zmtp::security::{KeyPair, decode_key};
+use zmtp::security::{KeyPair, PublicKey};
 
 /// Reliable request-reply with a pool of workers: the Paranoid Pirate Protocol (ZeroMQ RFC 6/PPP).
 ///
@@ -94,16 +94,34 @@ struct QueueArgs {
 struct ServerSecurityArgs {
     /// Be a CURVE server on both endpoints with this secret key (Z85, from `ppp keygen`); clients
     /// and workers need its public key
-    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", value_parser = secret_key, conflicts_with = "plain_server")]
+    #[arg(
+        long,
+        value_name = "SECRET",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        conflicts_with = "plain_server"
+    )]
     curve_server: Option<KeyPair>,
     /// Accept only clients and workers with this CURVE public key (repeatable; default: any that
     /// knows the server key)
-    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, requires = "curve_server")]
-    curve_allow: Vec<[u8; 32]>,
+    #[arg(
+        long,
+        value_name = "PUBLIC",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        requires = "curve_server"
+    )]
+    curve_allow: Vec<PublicKey>,
     /// On the backend, accept only workers with this CURVE public key (repeatable; replaces
     /// --curve-allow there, so a client that knows the server key cannot pose as a worker)
-    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, requires = "curve_server")]
-    curve_allow_worker: Vec<[u8; 32]>,
+    #[arg(
+        long,
+        value_name = "PUBLIC",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        requires = "curve_server"
+    )]
+    curve_allow_worker: Vec<PublicKey>,
     /// Be a PLAIN server on both endpoints accepting USER:PASSWORD (repeatable; clear text: trusted
     /// networks only)
     #[arg(long, value_name = "USER:PASSWORD", help_heading = "Security", value_parser = user_password)]
@@ -115,11 +133,23 @@ struct ServerSecurityArgs {
 struct ClientSecurityArgs {
     /// Be a CURVE client of the queue with this public key (Z85: the public half of the queue's
     /// --curve-server secret)
-    #[arg(long, value_name = "PUBLIC", allow_hyphen_values = true, help_heading = "Security", value_parser = public_key, conflicts_with = "plain_username")]
-    curve_serverkey: Option<[u8; 32]>,
+    #[arg(
+        long,
+        value_name = "PUBLIC",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        conflicts_with = "plain_username"
+    )]
+    curve_serverkey: Option<PublicKey>,
     /// Our CURVE secret key (Z85; default: a fresh key pair for this run); needed when the queue
     /// allows only listed keys
-    #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", value_parser = secret_key, requires = "curve_serverkey")]
+    #[arg(
+        long,
+        value_name = "SECRET",
+        allow_hyphen_values = true,
+        help_heading = "Security",
+        requires = "curve_serverkey"
+    )]
     curve_secretkey: Option<KeyPair>,
     /// Be a PLAIN client with this user name (needs --plain-password)
     #[arg(long, value_name = "USER", help_heading = "Security", requires = "plain_password")]
@@ -127,14 +157,6 @@ struct ClientSecurityArgs {
     /// The PLAIN client's password
     #[arg(long, value_name = "PASSWORD", help_heading = "Security", requires = "plain_username")]
     plain_password: Option<String>,
-}
-
-fn public_key(text: &str) -> Result<[u8; 32], String> {
-    decode_key(text).map_err(|e| format!("{e} (see `ppp keygen`)"))
-}
-
-fn secret_key(text: &str) -> Result<KeyPair, String> {
-    public_key(text).map(KeyPair::from_secret_bytes)
 }
 
 fn user_password(text: &str) -> Result<(String, String), String> {

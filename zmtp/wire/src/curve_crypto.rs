@@ -160,6 +160,16 @@ impl KeyPair {
     }
 }
 
+/// Reads a key pair from its Z85 secret key (40 characters), as `zmq_curve_keypair` prints it:
+/// what command-line tools take for `--curve-server SECRET`.
+impl core::str::FromStr for KeyPair {
+    type Err = super::z85::Z85Error;
+
+    fn from_str(secret: &str) -> Result<KeyPair, Self::Err> {
+        KeyPair::from_secret_z85(secret)
+    }
+}
+
 /// Decodes a 40-character Z85 key.
 ///
 /// ```
