@@ -28,9 +28,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, sleep_until};
+use zmtp::task::{Background, Events, StopSignal};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
 use crate::protocol::{Command, Envelope, ProtocolError};
@@ -143,9 +144,8 @@ impl Worker {
         if let Err(why) = self.security.check_role(false) {
             return Err(zmtp::Error::InvalidEndpoint(self.endpoint, why));
         }
-        let (events_tx, events) = broadcast::channel(EVENT_CAPACITY);
+        let (events_tx, events) = Events::channel(EVENT_CAPACITY);
         let first = Connection::open(&self.endpoint, &self.security).await?;
-        let (stop_tx, stop_rx) = oneshot::channel();
         let (results_tx, results) = mpsc::unbounded_channel();
         let run = Run {
             liveness_span: self.interval * self.liveness,
@@ -158,8 +158,8 @@ impl Worker {
             results_tx,
             results,
         };
-        let task = tokio::spawn(run.run(first, stop_rx));
-        Ok(WorkerHandle { stop: Some(stop_tx), task, events, events_tx })
+        let task = Background::spawn(|stop| run.run(first, stop));
+        Ok(WorkerHandle { task, events, events_tx })
     }
 }
 
@@ -212,9 +212,8 @@ pub enum WorkerEvent {
 /// A running worker. Dropping the handle stops the worker too.
 #[derive(Debug)]
 pub struct WorkerHandle {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-    events: broadcast::Receiver<WorkerEvent>,
+    task: Background<()>,
+    events: Events<WorkerEvent>,
     events_tx: broadcast::Sender<WorkerEvent>,
 }
 
@@ -222,13 +221,7 @@ impl WorkerHandle {
     /// The next event since the worker started (if more than 1024 are unread, the oldest are
     /// skipped); `None` once it has stopped.
     pub async fn next_event(&mut self) -> Option<WorkerEvent> {
-        loop {
-            match self.events.recv().await {
-                Ok(ev) => return Some(ev),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+        self.events.next().await
     }
 
     /// An independent receiver of the events from now on.
@@ -242,11 +235,8 @@ impl WorkerHandle {
     }
 
     /// Stops the worker (abandoning a request in progress) and waits for it.
-    pub async fn close(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = (&mut self.task).await;
+    pub async fn close(self) {
+        self.task.close().await;
     }
 }
 
@@ -310,7 +300,7 @@ impl<H: Handler> Run<H> {
         let _ = self.events.send(event);
     }
 
-    async fn run(mut self, first: Connection, mut stop: oneshot::Receiver<()>) {
+    async fn run(mut self, first: Connection, mut stop: StopSignal) {
         let mut backoff = self.config.reconnect_init;
         let mut conn = Some(first);
         loop {
@@ -351,7 +341,7 @@ impl<H: Handler> Run<H> {
     }
 
     /// Runs one socket until the queue falls silent or the worker is stopped.
-    async fn converse(&mut self, mut c: Connection, stop: &mut oneshot::Receiver<()>, backoff: &mut Duration) -> End {
+    async fn converse(&mut self, mut c: Connection, stop: &mut StopSignal, backoff: &mut Duration) -> End {
         let interval = self.config.interval;
         let mut deadline = Instant::now() + self.liveness_span;
         let mut next_heartbeat = Instant::now() + interval;
