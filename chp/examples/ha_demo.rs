@@ -247,12 +247,12 @@ async fn run() -> Result<bool, String> {
     // The backup's promotion.
     let promoted = tokio::time::timeout(bound, async {
         loop {
-            match backup_events.recv().await {
-                Ok(HaEvent::BecameActive { replayed, sequence, complete, .. }) => {
+            match backup_events.next().await {
+                Some(HaEvent::BecameActive { replayed, sequence, complete, .. }) => {
                     return Some((Instant::now(), replayed, sequence, complete));
                 }
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(_) => return None,
+                Some(_) => {}
+                None => return None,
             }
         }
     })

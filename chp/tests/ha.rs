@@ -466,9 +466,9 @@ async fn either_start_order_forms_the_pair_with_one_role_change_each() {
         assert_eq!(client.status(), Status::Active(ports.primary.clone()));
         client.set("/x", "1", None).await.unwrap();
         eventually("backup follows", || backup.sequence() == 1).await;
-        let count = |rx: &mut tokio::sync::broadcast::Receiver<HaEvent>| {
+        let count = |events: &mut zmtp::task::Events<HaEvent>| {
             let (mut active, mut passive) = (0, 0);
-            while let Ok(e) = rx.try_recv() {
+            while let Some(e) = events.try_next() {
                 match e {
                     HaEvent::BecameActive { .. } => active += 1,
                     HaEvent::BecamePassive => passive += 1,
@@ -717,7 +717,7 @@ async fn a_stuck_peer_snapshot_times_out_without_blocking_heartbeats_and_a_parti
         assert_eq!(backup.state(), State::Passive);
         assert_eq!(backup.status().stats.promotions, 0);
         assert!(client.is_empty() && !matches!(client.status(), Status::Active(_)), "{:?}", client.status());
-        while let Ok(event) = backup_events.try_recv() {
+        while let Some(event) = backup_events.try_next() {
             assert!(!matches!(event, HaEvent::BecameActive { .. }), "{event:?}");
         }
         client.close().await;

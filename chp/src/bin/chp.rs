@@ -523,17 +523,16 @@ async fn pair_server(
             }
         };
         tokio::select! {
-            event = events.recv() => match event {
-                Ok(HaEvent::BecameActive { replayed, sequence, keys, complete }) => say(format!(
+            event = events.next() => match event {
+                Some(HaEvent::BecameActive { replayed, sequence, keys, complete }) => say(format!(
                     "role: ACTIVE (replayed {replayed} pending updates; sequence {sequence}, {keys} keys{})",
                     if complete { "" } else { "; the copy of the peer's map was incomplete" }
                 ))?,
-                Ok(HaEvent::BecamePassive) => say("role: PASSIVE".into())?,
-                Ok(HaEvent::PeerSynced { sequence, keys }) => say(format!("peer: synced at sequence {sequence} ({keys} keys)"))?,
-                Ok(HaEvent::PeerAlive(state)) => say(format!("peer: alive ({state})"))?,
-                Ok(HaEvent::PeerSilent) => say("peer: silent".into())?,
-                Ok(HaEvent::Stopped(_)) | Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Some(HaEvent::BecamePassive) => say("role: PASSIVE".into())?,
+                Some(HaEvent::PeerSynced { sequence, keys }) => say(format!("peer: synced at sequence {sequence} ({keys} keys)"))?,
+                Some(HaEvent::PeerAlive(state)) => say(format!("peer: alive ({state})"))?,
+                Some(HaEvent::PeerSilent) => say("peer: silent".into())?,
+                Some(HaEvent::Stopped(_)) | None => break,
             },
             _ = tick => {
                 let s = server.status();

@@ -29,20 +29,20 @@ pub mod ha;
 pub mod pending;
 mod snapshot;
 mod state;
+mod view;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::BTreeSet;
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use zmtp::task::{Background, StopSignal};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
 pub use self::state::{ApplyError, Followed, MAX_TTL, PeerEntry, ServerState, parse_ttl};
-use crate::address::ServerAddress;
+use self::view::Shared;
+pub use self::view::{ServerStats, ServerView};
 use crate::command::{KvSet, hugz_message};
 use crate::kvmsg::KvMsg;
 use crate::security::ServerCurve;
@@ -115,77 +115,13 @@ pub enum ServerError {
     PortTooHigh(u16),
 }
 
-/// Counters since the server started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ServerStats {
-    /// KVSETs applied and published.
-    pub updates: u64,
-    /// Keys deleted by their ttl.
-    pub expired: u64,
-    /// Messages dropped as malformed (collector or snapshot socket).
-    pub rejected: u64,
-    /// Snapshots sent in full.
-    pub snapshots: u64,
-    /// Snapshots abandoned (client gone or stalled).
-    pub snapshots_aborted: u64,
-    /// HUGZ sent.
-    pub hugz: u64,
-}
-
-#[derive(Default)]
-struct Counter(AtomicU64);
-
-impl Counter {
-    fn inc(&self) {
-        self.add(1);
-    }
-    fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-    fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-#[derive(Default)]
-struct Stats {
-    updates: Counter,
-    expired: Counter,
-    rejected: Counter,
-    snapshots: Counter,
-    snapshots_aborted: Counter,
-    hugz: Counter,
-}
-
-struct Shared {
-    state: Mutex<ServerState>,
-    stats: Stats,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, ServerState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn stats(&self) -> ServerStats {
-        let s = &self.stats;
-        ServerStats {
-            updates: s.updates.get(),
-            expired: s.expired.get(),
-            rejected: s.rejected.get(),
-            snapshots: s.snapshots.get(),
-            snapshots_aborted: s.snapshots_aborted.get(),
-            hugz: s.hugz.get(),
-        }
-    }
-}
-
 /// A running single CHP server (see the [module docs](self)). Dropping it stops it.
+///
+/// It dereferences to its [`ServerView`]: `server.sequence()`, `server.get(key)`,
+/// `server.address()` … read the map and counters, as on an [`HaServer`](ha::HaServer).
 pub struct Server {
-    address: ServerAddress,
-    shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    view: ServerView,
+    task: Background<()>,
 }
 
 struct Sockets {
@@ -203,91 +139,29 @@ impl Server {
     /// Binds the three sockets and starts serving.
     pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
         let (sockets, pub_events) = bind_sockets(&config).await?;
-        let host = match config.bind.as_str() {
-            "*" | "0.0.0.0" => "127.0.0.1".to_owned(),
-            "::" | "[::]" => "[::1]".to_owned(),
-            other => other.to_owned(),
-        };
-        let address = ServerAddress::new(host, sockets.port).expect("bound port checked");
-        let mut state = ServerState::new(std::time::Instant::now());
-        state.set_max_value_len(config.max_value_len);
-        let shared = Arc::new(Shared { state: Mutex::new(state), stats: Stats::default() });
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(run(sockets, pub_events, shared.clone(), config, stopped));
-        tracing::info!(%address, "CHP server listening (snapshot P, publisher P+1, collector P+2)");
-        Ok(Server { address, shared, stop: Some(stop), task: Some(task) })
-    }
-
-    /// Where clients connect: `tcp://host:P` (a wildcard bind is reported as the loopback address).
-    pub fn address(&self) -> &ServerAddress {
-        &self.address
-    }
-
-    /// P, the SNAPSHOT port.
-    pub fn port(&self) -> u16 {
-        self.address.port()
-    }
-
-    /// The sequence of the last published update.
-    pub fn sequence(&self) -> u64 {
-        self.shared.lock().sequence()
-    }
-
-    /// The current value of `key`.
-    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
-        self.shared.lock().get(key).map(Bytes::copy_from_slice)
-    }
-
-    /// Number of keys stored.
-    pub fn len(&self) -> usize {
-        self.shared.lock().len()
-    }
-
-    /// True when no key is stored.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// A copy of the whole map and its sequence (for tests and tools; copies every entry).
-    pub fn map(&self) -> (u64, BTreeMap<Bytes, Bytes>) {
-        let state = self.shared.lock();
-        let map = state.entries().map(|e| (Bytes::copy_from_slice(e.key), Bytes::copy_from_slice(e.value))).collect();
-        (state.sequence(), map)
-    }
-
-    /// Runs `f` on the state (held locked: keep it short).
-    pub fn with_state<R>(&self, f: impl FnOnce(&ServerState) -> R) -> R {
-        f(&self.shared.lock())
-    }
-
-    /// Counters since start.
-    pub fn stats(&self) -> ServerStats {
-        self.shared.stats()
+        let view = ServerView::new(&config.bind, sockets.port, config.max_value_len);
+        let shared = view.shared().clone();
+        let task = Background::spawn(|stop| run(sockets, pub_events, shared, config, stop));
+        tracing::info!(address = %view.address(), "CHP server listening (snapshot P, publisher P+1, collector P+2)");
+        Ok(Server { view, task })
     }
 
     /// Stops serving and closes the sockets.
-    pub async fn close(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+    pub async fn close(self) {
+        self.task.close().await;
     }
 
     /// Waits until the server stops (it only stops when told to, or if a socket fails).
-    pub async fn wait(mut self) {
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+    pub async fn wait(self) {
+        self.task.wait().await;
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+impl Deref for Server {
+    type Target = ServerView;
+
+    fn deref(&self) -> &ServerView {
+        &self.view
     }
 }
 
@@ -378,7 +252,7 @@ async fn run(
     mut pub_events: zmtp::Monitor,
     shared: Arc<Shared>,
     config: ServerConfig,
-    mut stopped: oneshot::Receiver<()>,
+    mut stop: StopSignal,
 ) {
     let Sockets { snapshot, publisher, collector, .. } = sockets;
     let snapshots = snapshot::Snapshots::new(
@@ -397,7 +271,7 @@ async fn run(
         let expiry = shared.lock().next_expiry().map(Instant::from_std);
         let hugz_at = welcome.first().copied().map_or(next_hugz, |w| w.min(next_hugz));
         tokio::select! {
-            _ = &mut stopped => break,
+            _ = &mut stop => break,
             msg = collector.recv() => {
                 let Ok(msg) = msg else { break };
                 batch.push(msg);

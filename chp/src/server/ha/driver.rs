@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use bstar::{BinaryStar, Notice, Notices, State};
 use bytes::Bytes;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use zmtp::task::{Background, StopSignal};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
 use super::handle::{HaEvent, HaShared, HaStats, HaStatus};
@@ -105,13 +105,13 @@ impl Sockets {
 }
 
 /// Starts the pair on bound sockets: Binary Star's runner and the driver, each in its own task
-/// (heartbeats never wait for the driver). Returns the stop sender and the driver's task.
+/// (heartbeats never wait for the driver). The driver's task stops Binary Star when it stops.
 pub(super) fn spawn(
     config: HaConfig,
     sockets: Sockets,
     shared: Arc<Shared>,
     ha: Arc<HaShared>,
-) -> (oneshot::Sender<()>, JoinHandle<Result<(), HaError>>) {
+) -> Background<Result<(), HaError>> {
     let Sockets { star, notices, publisher, collector, pub_events } = sockets;
     let handle = star.handle();
     let server = &config.server;
@@ -125,7 +125,6 @@ pub(super) fn spawn(
     // `Driver::holds_truth`); becoming active at formation (PRIMARY meets BACKUP) is unaffected.
     handle.set_eligible(false);
     let runner = tokio::spawn(star.run());
-    let (stop, stopped) = oneshot::channel();
     let role = config.side.start_state();
     let driver = Driver {
         pending: Pending::new(config.pending),
@@ -144,8 +143,7 @@ pub(super) fn spawn(
         peer_synced: false,
         welcome: BTreeSet::new(),
     };
-    let task = tokio::spawn(driver.run(notices, runner, pub_events, stopped));
-    (stop, task)
+    Background::spawn(|stop| driver.run(notices, runner, pub_events, stop))
 }
 
 /// The passive server's view of the active's publisher.
@@ -218,7 +216,7 @@ impl Driver {
         mut notices: Notices,
         mut runner: JoinHandle<Result<(), bstar::Error>>,
         mut pub_events: zmtp::Monitor,
-        mut stopped: oneshot::Receiver<()>,
+        mut stop: StopSignal,
     ) -> Result<(), HaError> {
         let mut next_hugz = Instant::now() + self.config.server.hugz_interval;
         let mut monitor_open = true;
@@ -238,7 +236,7 @@ impl Driver {
                 _ => (None, None),
             };
             tokio::select! {
-                _ = &mut stopped => break Ok(()),
+                _ = &mut stop => break Ok(()),
                 notice = notices.recv() => match notice {
                     Some(notice) => self.on_notice(notice).await,
                     None => {

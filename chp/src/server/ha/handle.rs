@@ -3,18 +3,17 @@
 //! [`driver`] publishes and can stop it; it never touches a socket or the map, so
 //! reading a status never waits for the driver.
 
-use std::sync::{Arc, Mutex};
+use std::ops::Deref;
+use std::sync::Arc;
 
 use bstar::{Liveness, Side, State};
-use bytes::Bytes;
-use tokio::sync::{broadcast, oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{broadcast, watch};
+use zmtp::task::{Background, Events};
 
 use super::driver::{self, Sockets};
 use super::{HaConfig, HaError};
-use crate::address::ServerAddress;
 use crate::server::pending::PendingStats;
-use crate::server::{ServerState, ServerStats, Shared, Stats, port_of};
+use crate::server::{ServerView, port_of};
 
 /// Counters of the pair logic since start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -103,13 +102,15 @@ pub(super) struct HaShared {
 
 /// One running server of a high-availability pair (see the [module docs](super)). Dropping it stops
 /// it (its sockets close, its heartbeats stop: to the peer it is dead).
+///
+/// It dereferences to its [`ServerView`], like a single [`Server`](crate::server::Server):
+/// `server.sequence()`, `server.get(key)`, `server.address()` … read the map it holds (published
+/// when active, followed when passive) and its CHP counters.
 pub struct HaServer {
-    address: ServerAddress,
-    shared: Arc<Shared>,
+    view: ServerView,
     ha: Arc<HaShared>,
     star: bstar::Handle,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), HaError>>>,
+    task: Background<Result<(), HaError>>,
 }
 
 impl HaServer {
@@ -119,16 +120,8 @@ impl HaServer {
         let sockets = Sockets::bind(&config).await?;
         let star = sockets.star.handle();
         let server = &config.server;
-        let host = match server.bind.as_str() {
-            "*" | "0.0.0.0" => "127.0.0.1".to_owned(),
-            "::" | "[::]" => "[::1]".to_owned(),
-            other => other.to_owned(),
-        };
-        let bound = port_of(star.voter_endpoint()).unwrap_or(server.port);
-        let address = ServerAddress::new(host, bound).expect("bound port checked");
-        let mut state = ServerState::new(std::time::Instant::now());
-        state.set_max_value_len(server.max_value_len);
-        let shared = Arc::new(Shared { state: Mutex::new(state), stats: Stats::default() });
+        let port = port_of(star.voter_endpoint()).unwrap_or(server.port);
+        let view = ServerView::new(&server.bind, port, server.max_value_len);
         let status = HaStatus {
             side: config.side,
             state: config.side.start_state(),
@@ -143,14 +136,9 @@ impl HaServer {
             fatal: None,
         };
         let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(1024).0 });
-        let (stop, task) = driver::spawn(config, sockets, shared.clone(), ha.clone());
-        tracing::info!(%address, side = %star.status().side, "CHP pair server listening");
-        Ok(HaServer { address, shared, ha, star, stop: Some(stop), task: Some(task) })
-    }
-
-    /// Where clients connect: `tcp://host:P`.
-    pub fn address(&self) -> &ServerAddress {
-        &self.address
+        let task = driver::spawn(config, sockets, view.shared().clone(), ha.clone());
+        tracing::info!(address = %view.address(), side = %star.status().side, "CHP pair server listening");
+        Ok(HaServer { view, ha, star, task })
     }
 
     /// The state and counters now.
@@ -175,9 +163,9 @@ impl HaServer {
         pred(&status).then_some(status)
     }
 
-    /// Events from now on.
-    pub fn events(&self) -> broadcast::Receiver<HaEvent> {
-        self.ha.events.subscribe()
+    /// Events from now on (a reader that falls more than 1024 events behind skips the oldest).
+    pub fn events(&self) -> Events<HaEvent> {
+        Events::subscribe(&self.ha.events)
     }
 
     /// The Binary Star handle (state, peer liveness, vote counters).
@@ -185,66 +173,21 @@ impl HaServer {
         &self.star
     }
 
-    /// The sequence of the last update stored.
-    pub fn sequence(&self) -> u64 {
-        self.shared.lock().sequence()
-    }
-
-    /// The current value of `key`.
-    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
-        self.shared.lock().get(key).map(Bytes::copy_from_slice)
-    }
-
-    /// Number of keys stored.
-    pub fn len(&self) -> usize {
-        self.shared.lock().len()
-    }
-
-    /// True when no key is stored.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// A copy of the whole map and its sequence.
-    pub fn map(&self) -> (u64, std::collections::BTreeMap<Bytes, Bytes>) {
-        let state = self.shared.lock();
-        let map = state.entries().map(|e| (Bytes::copy_from_slice(e.key), Bytes::copy_from_slice(e.value))).collect();
-        (state.sequence(), map)
-    }
-
-    /// Runs `f` on the state (held locked: keep it short).
-    pub fn with_state<R>(&self, f: impl FnOnce(&ServerState) -> R) -> R {
-        f(&self.shared.lock())
-    }
-
-    /// The CHP counters (updates, expiries, snapshots, HUGZ …).
-    pub fn stats(&self) -> ServerStats {
-        self.shared.stats()
-    }
-
     /// Stops the server (heartbeats stop, sockets close) and waits for it.
-    pub async fn close(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+    pub async fn close(self) {
+        self.task.close().await;
     }
 
     /// Waits until the server stops: `Err(HaError::Fatal(..))` on dual actives / dual passives.
-    pub async fn wait(mut self) -> Result<(), HaError> {
-        match self.task.take() {
-            Some(task) => task.await.unwrap_or(Ok(())),
-            None => Ok(()),
-        }
+    pub async fn wait(self) -> Result<(), HaError> {
+        self.task.wait().await.unwrap_or(Ok(()))
     }
 }
 
-impl Drop for HaServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+impl Deref for HaServer {
+    type Target = ServerView;
+
+    fn deref(&self) -> &ServerView {
+        &self.view
     }
 }
