@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use chp::client::Failure;
 use chp::command::Update;
 use chp::{Client, ClientError, Event, GapPolicy, KvMsg, Snapshot, Status};
 use common::*;
@@ -453,7 +454,7 @@ async fn sequence_gap_fails_the_client_under_the_fail_policy() {
         let mut status = client.status_watch();
         step("failed", status.wait_for(|s| matches!(s, Status::Failed(_)))).await.unwrap();
         assert!(matches!(client.set("x", "1", None).await, Err(ClientError::Failed(_) | ClientError::Closed)));
-        assert!(matches!(client.synced().await, Err(ClientError::Failed(why)) if why.contains("gap")));
+        assert_eq!(client.synced().await, Err(ClientError::Failed(Failure::Gap { expected: 3, got: 4 })));
         assert_eq!(client.get("a").as_deref(), Some(&b"1"[..]));
     })
     .await;

@@ -41,7 +41,7 @@ fn as_str(v: &[String]) -> Vec<&str> {
 /// Waits until `client` fails; returns why.
 async fn refused(client: &Client) -> String {
     match step("the client is refused", client.synced()).await {
-        Err(ClientError::Failed(why)) => why,
+        Err(ClientError::Failed(why)) => why.to_string(),
         other => panic!("expected a refusal, got {other:?} (status {:?})", client.status()),
     }
 }
@@ -133,7 +133,7 @@ async fn clients_with_a_wrong_key_or_no_curve_are_refused_and_change_nothing() {
             let why = refused(client).await;
             assert!(why.starts_with("refused by the server: tcp://127.0.0.1:"), "{why}");
             assert!(why.contains(cause), "{why}");
-            assert!(matches!(client.status(), Status::Failed(w) if w == why));
+            assert!(matches!(client.status(), Status::Failed(w) if w.to_string() == why));
             assert!(client.is_empty() && client.sequence() == 0, "nothing synced");
             let set = client.set("/a", "evil", None).await;
             assert!(matches!(set, Err(ClientError::Failed(_) | ClientError::Closed)), "{set:?}");

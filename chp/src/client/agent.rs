@@ -1,32 +1,33 @@
-//! The client agent: owns the sockets and runs the synchronisation state machine.
+//! The client agent: owns the sockets and carries out the synchronisation state machine.
 //!
-//! One *attempt* talks to one server with fresh SUB and DEALER sockets and goes through two
-//! phases — syncing (the snapshot asked for at once, see [`Proof`]), active — until it ends: the server is lost
-//! (silence, dropped connection, sequence regression), a re-sync is needed (gap), the client fails
-//! (gap under [`GapPolicy::Fail`]) or closes. After a loss the next attempt goes to the next server
-//! in the list: the list-and-cursor design is what a failover pair (Binary Star) plugs into. The
-//! PUB socket for KVSETs stays connected to every server's collector, as 12/CHP's reliable mode
-//! wants (every server hears every update); over CURVE with a different key per server there is
-//! one such PUB per server key (a socket's options, the server key included, apply to all its
-//! connections).
+//! One *attempt* talks to one server with fresh SUB and DEALER sockets (a [`Connection`]) and goes
+//! through the states of [`SyncState`] — syncing (the snapshot asked for at once), loaded, active —
+//! until it ends ([`End`]): the server is lost (silence, dropped connection, sequence regression), it
+//! refused us, a gap means a re-sync (or, under [`GapPolicy::Fail`], the client fails) or the client
+//! closes. After a loss the next attempt goes to the next server in the list: the list-and-cursor
+//! design is what a failover pair (Binary Star) plugs into. The PUB socket for KVSETs stays
+//! connected to every server's collector, as 12/CHP's reliable mode wants (every server hears every
+//! update); over CURVE with a different key per server there is one such PUB per server key (a
+//! socket's options, the server key included, apply to all its connections).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::uuid::Uuid;
-use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::SelectAll;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use zmtp::{ConnectionError, Message, Monitor, MonitorEvent, Socket, SocketType};
 
+use super::failure::{Failure, Refusal, RefusalKind};
 use super::recent::RecentWrites;
 use super::replica::Outcome;
+use super::sync::{Answer, Heard, Load, SyncState};
 use super::{ClientError, ClientOptions, Command, Event, GapPolicy, Shared, Status};
 use crate::address::ServerAddress;
-use crate::command::{HUGZ, IcanHaz, SnapshotReply, Update};
+use crate::command::{HUGZ, IcanHaz, SnapshotReply, Subtree, Update};
 use crate::kvmsg::KvMsg;
 
 /// Messages handled per wakeup of the subscriber branch.
@@ -35,26 +36,70 @@ const BATCH: usize = 256;
 const PUBLISHER_LINGER: Duration = Duration::from_secs(1);
 
 /// Why an attempt ended.
+#[derive(Debug)]
 enum End {
+    /// The client was closed.
     Closed,
     /// Move on to the next server.
-    Lost(String),
-    /// The server could not be reached at all (connection refused or failed): move on to the next
-    /// server at once, without waiting out the server ttl.
-    Unreachable(String),
-    /// The server refused the handshake (security): move on to the next server.
-    Refused(String),
-    /// Start over with the same server.
-    Resync(String),
-    /// Stop for good.
-    Failed(String),
+    Lost(Loss),
+    /// The server refused the handshake (security): move on to the next server, or fail once
+    /// every server refused.
+    Refused(Refusal),
+    /// Updates were lost: start over with the same server, or fail (per [`GapPolicy`]).
+    Gap {
+        /// The sequence that should have come.
+        expected: u64,
+        /// The sequence that came.
+        got: u64,
+    },
 }
 
-enum Phase {
-    /// ICANHAZ? sent: collecting KVSYNCs, queueing KVPUBs.
-    Syncing { entries: BTreeMap<Bytes, Bytes>, queued: Vec<KvMsg> },
-    /// Applying KVPUBs.
-    Active,
+/// Why a server was lost (the text is [`Event::ServerLost`]'s reason).
+#[derive(Debug, thiserror::Error)]
+enum Loss {
+    /// The server could not be reached at all (connection refused or failed): move on to the
+    /// next server at once, without waiting out the server ttl.
+    #[error("cannot connect to {endpoint}")]
+    Unreachable {
+        /// The endpoint whose connect was retried before any connection was made.
+        endpoint: String,
+    },
+    /// Our socket would not connect (a bad endpoint, say).
+    #[error("cannot connect to {endpoint}: {error}")]
+    Connect {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        error: zmtp::Error,
+    },
+    /// The subscriber socket stopped receiving.
+    #[error("subscriber socket closed")]
+    SubscriberClosed,
+    /// The snapshot socket stopped receiving.
+    #[error("snapshot socket closed")]
+    SnapshotClosed,
+    /// The subscriber's connection ended.
+    #[error("connection to {endpoint} dropped: {error}")]
+    Dropped {
+        /// The server's publisher endpoint.
+        endpoint: String,
+        /// Why.
+        error: Arc<ConnectionError>,
+    },
+    /// No snapshot came within the server ttl.
+    #[error("no snapshot within {0:?} (a passive server, or none)")]
+    NoSnapshot(Duration),
+    /// Nothing came from the server within the server ttl.
+    #[error("nothing received for {0:?} (no HUGZ)")]
+    Silent(Duration),
+    /// The sequence went backwards.
+    #[error("sequence went back from {last} to {got} (server restarted?)")]
+    Regression {
+        /// The last sequence applied.
+        last: u64,
+        /// The sequence that came.
+        got: u64,
+    },
 }
 
 struct PendingSet {
@@ -94,40 +139,29 @@ pub(super) struct Agent {
     synced_before: bool,
     /// Our writes confirmed lately, to send again if a failover lost them.
     recent: RecentWrites,
-    /// This attempt's subscription proof (see [`Proof`]).
-    proof: Proof,
 }
 
-/// Whether this attempt's snapshot is known to be exact.
-///
-/// The snapshot is asked for at once (as the reference client does), not after the subscription
-/// has proven live: a one-shot `get` then answers in one round trip instead of waiting up to a
-/// HUGZ interval. The price is the subscribe-before-snapshot race (updates published after the
-/// snapshot's sequence `S` but before the server had our subscription are in neither), so the
-/// snapshot is *provisional* until the subscriber's first message settles it: a KVPUB numbered at
-/// most `S + 1` proves the subscription was live in time. Anything else (a HUGZ, a later KVPUB)
-/// cannot prove it, so the snapshot is asked for once more on a fresh snapshot socket, now that the
-/// subscription is known to be live: that one is exact. So an attempt takes at most two snapshots.
-#[derive(Default)]
-struct Proof {
-    /// The subscriber's first message this attempt: `Some(Some(seq))` a KVPUB, `Some(None)` other.
-    first: Option<Option<u64>>,
-    /// The current snapshot was asked for after the subscription proved live: it is exact.
-    asked_when_live: bool,
-    /// Synced on a snapshot not yet known to be exact: its sequence.
-    provisional: Option<u64>,
-    /// Ask for the snapshot again (set by the handlers, carried out by the attempt loop).
-    ask_again: bool,
-    /// A snapshot was loaded this attempt: a second one only confirms it (no second `Synced`).
-    loaded: bool,
+/// One attempt's sockets to its server: a SUB to its publisher, a DEALER to its snapshot port.
+struct Connection {
+    sub: Socket,
+    sub_link: Link,
+    /// A subtree client also needs HUGZ; that subscription is added once connected, so it
+    /// travels after the subtree's: the first HUGZ then proves both are live at the server.
+    hugz_subscribed: bool,
+    dealer: Socket,
+    dealer_link: Link,
 }
 
-impl Proof {
-    /// True when a subscriber whose first message was `first` was live for every update after
-    /// snapshot `sequence`.
-    fn covers(first: Option<u64>, sequence: u64) -> bool {
-        first.is_some_and(|seq| seq <= sequence.saturating_add(1))
-    }
+/// One socket's connection to the server, as its monitor reports it.
+struct Link {
+    events: Monitor,
+    /// The monitor has not ended.
+    open: bool,
+    /// A TCP connection was made: until then a retried connect means the server is unreachable
+    /// (a retry after a connection ends means something else).
+    reached: bool,
+    /// Connections the server closed during the handshake, this attempt.
+    closed_in_handshake: u32,
 }
 
 impl Agent {
@@ -184,7 +218,6 @@ impl Agent {
             // A lost write was confirmed shortly before its server died; the failover that reveals
             // it follows within a server ttl or two.
             recent: RecentWrites::new(recent_window),
-            proof: Proof::default(),
         }
     }
 
@@ -203,7 +236,7 @@ impl Agent {
         let failure = loop {
             let server = self.options.servers[self.current].clone();
             let end = self.attempt(&server).await;
-            if matches!(end, End::Unreachable(_)) {
+            if matches!(end, End::Lost(Loss::Unreachable { .. })) {
                 unreachable += 1;
                 let n = self.options.servers.len();
                 if unreachable % n == 0 {
@@ -218,57 +251,66 @@ impl Agent {
             }
             match end {
                 End::Closed => break None,
-                End::Lost(reason) | End::Unreachable(reason) => {
+                End::Lost(loss) => {
                     match unreachable {
-                        0 => tracing::warn!(server = %server, "server lost: {reason}"),
+                        0 => tracing::warn!(server = %server, "server lost: {loss}"),
                         // A server that is down is the normal state after a failover: said once
                         // per round of the list, at debug.
-                        _ => tracing::debug!(server = %server, "server unreachable: {reason}"),
+                        _ => tracing::debug!(server = %server, "server unreachable: {loss}"),
                     }
-                    if self.lost.is_none() && self.synced_before {
-                        self.lost = Some((server.clone(), self.last_message.unwrap_or_else(Instant::now)));
-                    }
-                    self.emit(Event::ServerLost { server, reason });
+                    self.note_lost(&server);
+                    self.emit(Event::ServerLost { server, reason: loss.to_string() });
                     self.current = (self.current + 1) % self.options.servers.len();
                 }
-                End::Refused(reason) => {
+                End::Refused(refusal) => {
                     // Reported through the event and, once every server refused, the status
                     // (the application's error): logged at info only.
-                    tracing::info!(server = %server, "server refused us: {reason}");
-                    if self.lost.is_none() && self.synced_before {
-                        self.lost = Some((server.clone(), self.last_message.unwrap_or_else(Instant::now)));
-                    }
-                    self.emit(Event::ServerLost { server, reason: format!("refused: {reason}") });
+                    tracing::info!(server = %server, "server refused us: {refusal}");
+                    self.note_lost(&server);
+                    self.emit(Event::ServerLost { server, reason: format!("refused: {refusal}") });
                     self.refused.insert(self.current);
                     let n = self.options.servers.len();
                     if self.refused.len() == n {
-                        let by = if n == 1 { "the server" } else { "every server" };
-                        let why = format!("refused by {by}: {reason}");
-                        tracing::info!("client failed: {why}");
-                        break Some(why);
+                        let failure = Failure::Refused { servers: n, refusal };
+                        tracing::info!("client failed: {failure}");
+                        break Some(failure);
                     }
                     self.current = (self.current + 1) % n;
                 }
-                End::Resync(reason) => tracing::info!(server = %server, "re-syncing: {reason}"),
-                End::Failed(reason) => {
-                    tracing::error!(server = %server, "client failed: {reason}");
-                    break Some(reason);
-                }
+                End::Gap { expected, got } => match self.options.gap_policy {
+                    GapPolicy::Resync => tracing::info!(
+                        server = %server,
+                        "re-syncing: sequence gap: expected {expected}, got {got} (updates lost)"
+                    ),
+                    GapPolicy::Fail => {
+                        let failure = Failure::Gap { expected, got };
+                        tracing::error!(server = %server, "client failed: {failure}");
+                        break Some(failure);
+                    }
+                },
             }
         };
         let error = match &failure {
-            Some(why) => ClientError::Failed(why.clone()),
+            Some(failure) => ClientError::Failed(failure.clone()),
             None => ClientError::Closed,
         };
         for (_, p) in self.pending.drain() {
             let _ = p.reply.send(Err(error.clone()));
         }
         self.status.send_replace(match failure {
-            Some(why) => Status::Failed(why),
+            Some(failure) => Status::Failed(failure),
             None => Status::Closed,
         });
         for (publisher, _) in std::mem::take(&mut self.publishers) {
             publisher.close().await;
+        }
+    }
+
+    /// After losing `server`: when we were in sync with it, the next sync with another server is
+    /// a failover.
+    fn note_lost(&mut self, server: &ServerAddress) {
+        if self.lost.is_none() && self.synced_before {
+            self.lost = Some((server.clone(), self.last_message.unwrap_or_else(Instant::now)));
         }
     }
 
@@ -293,21 +335,6 @@ impl Agent {
         }
     }
 
-    /// A fresh snapshot (DEALER) socket connected to `server`, and its monitor.
-    async fn snapshot_socket(&self, server: &ServerAddress) -> Result<(Socket, Monitor), End> {
-        let dealer = Socket::new(SocketType::Dealer);
-        dealer.set_linger(Some(Duration::ZERO));
-        dealer.set_rcvhwm(self.options.queue_limit);
-        if let Some(curve) = &self.options.curve {
-            curve.apply(&dealer, server);
-        }
-        let events = dealer.monitor();
-        match dealer.connect(&server.snapshot()).await {
-            Ok(_) => Ok((dealer, events)),
-            Err(e) => Err(End::Lost(format!("cannot connect to {}: {e}", server.snapshot()))),
-        }
-    }
-
     fn emit(&self, event: Event) {
         let _ = self.events.send(event);
     }
@@ -318,41 +345,18 @@ impl Agent {
 
     /// One attempt with `server`: sync, apply, until something ends it.
     async fn attempt(&mut self, server: &ServerAddress) -> End {
-        let subtree = self.options.subtree.clone();
-        let ttl = self.options.server_ttl;
-        self.proof = Proof::default();
-        let sub = Socket::new(SocketType::Sub);
-        sub.set_linger(Some(Duration::ZERO));
-        sub.set_rcvhwm(self.options.queue_limit);
-        if let Some(curve) = &self.options.curve {
-            curve.apply(&sub, server);
-        }
-        let mut sub_events = sub.monitor();
-        let mut sub_events_open = true;
-        // Connections the server closed during the handshake, this attempt (subscriber, dealer).
-        let (mut sub_closed, mut dealer_closed) = (0, 0);
-        // A TCP connection was made, this attempt (subscriber, dealer): until then a retried connect
-        // means the server is unreachable (a retry after a connection ends means something else).
-        let (mut sub_reached, mut dealer_reached) = (false, false);
-        sub.subscribe(subtree.as_bytes()).expect("SUB socket");
-        // A subtree client also needs HUGZ; that subscription is added once connected, so it travels
-        // after the subtree's: the first HUGZ then proves both are live at the server.
-        let mut hugz_subscribed = subtree.is_all();
-        if let Err(e) = sub.connect(&server.publisher()).await {
-            return End::Lost(format!("cannot connect to {}: {e}", server.publisher()));
-        }
-        let (mut dealer, mut dealer_events) = match self.snapshot_socket(server).await {
-            Ok(pair) => pair,
+        let mut connection = match Connection::open(&self.options, server).await {
+            Ok(connection) => connection,
             Err(end) => return end,
         };
-        let mut dealer_events_open = true;
         self.status.send_replace(Status::Connecting(server.clone()));
-        tracing::debug!(server = %server, subtree = %subtree, "connecting");
-        // Ask for the snapshot at once (see [`Proof`] for why that is exact in the end).
-        let request = IcanHaz { subtree: self.options.subtree.clone() }.to_message();
-        let _ = dealer.try_send(request);
-        let mut phase = Phase::Syncing { entries: BTreeMap::new(), queued: Vec::new() };
+        tracing::debug!(server = %server, subtree = %self.options.subtree, "connecting");
+        // Ask for the snapshot at once (see the `sync` module for why that is exact in the end).
+        connection.ask(&self.options.subtree);
+        let mut state = SyncState::start();
         self.status.send_replace(Status::Syncing(server.clone()));
+        let ttl = self.options.server_ttl;
+        let curve = self.options.curve.is_some();
         let mut expiry = Instant::now() + ttl;
         // While syncing, ICANHAZ? is asked again at this interval until the snapshot starts: the
         // server may be a passive one of a pair that rejects the vote until its peer has expired
@@ -362,16 +366,16 @@ impl Agent {
         let far = Duration::from_secs(3600);
         let end = loop {
             let set_check = self.next_set_check;
-            let active = matches!(phase, Phase::Active);
-            let syncing = matches!(phase, Phase::Syncing { .. });
+            let syncing = state.is_syncing();
+            let mut ask_again = false;
             tokio::select! {
                 _ = self.close.changed() => break End::Closed,
                 cmd = self.commands.recv(), if self.commands_open => match cmd {
-                    Some(Command::Set { msg, reply }) => self.add_set(msg, reply, active, server),
+                    Some(Command::Set { msg, reply }) => self.add_set(msg, reply, !syncing, server),
                     None => self.commands_open = false,
                 },
-                msg = sub.recv() => {
-                    let Ok(msg) = msg else { break End::Lost("subscriber socket closed".into()) };
+                msg = connection.sub.recv() => {
+                    let Ok(msg) = msg else { break End::Lost(Loss::SubscriberClosed) };
                     let now = Instant::now();
                     self.last_message = Some(now);
                     // While syncing only the snapshot counts: a server that sends HUGZ but no
@@ -379,97 +383,42 @@ impl Agent {
                     if !syncing {
                         expiry = now + ttl;
                     }
-                    let mut next = Some(msg);
-                    let mut handled = 0;
-                    let mut ended = None;
-                    while let Some(msg) = next.take() {
-                        if let Some(end) = self.on_update(msg, &mut phase, server) {
-                            ended = Some(end);
-                            break;
-                        }
-                        handled += 1;
-                        if handled < BATCH {
-                            next = sub.try_recv().ok();
-                        }
-                    }
-                    if let Some(end) = ended {
-                        break end;
+                    match self.on_updates(msg, &connection.sub, &mut state, server) {
+                        Ok(again) => ask_again = again,
+                        Err(end) => break end,
                     }
                 }
-                msg = dealer.recv(), if syncing => {
-                    let Ok(msg) = msg else { break End::Lost("snapshot socket closed".into()) };
+                msg = connection.dealer.recv(), if syncing => {
+                    let Ok(msg) = msg else { break End::Lost(Loss::SnapshotClosed) };
                     let now = Instant::now();
                     self.last_message = Some(now);
                     expiry = now + ttl;
                     icanhaz_retry = None;
-                    if let Some(end) = self.on_snapshot(msg, &mut phase, server) {
-                        break end;
-                    }
-                }
-                _ = std::future::ready(()), if self.proof.ask_again => {
-                    // The snapshot could not be proven exact: ask again on a fresh snapshot socket
-                    // (replies to the earlier request must not be taken for this one's).
-                    self.proof.ask_again = false;
-                    self.proof.asked_when_live = true;
-                    match self.snapshot_socket(server).await {
-                        Ok((fresh, events)) => {
-                            std::mem::replace(&mut dealer, fresh).close().await;
-                            dealer_events = events;
-                            dealer_reached = false;
-                        }
+                    match self.on_snapshot(msg, &mut state, server) {
+                        Ok(again) => ask_again = again,
                         Err(end) => break end,
                     }
-                    dealer_events_open = true;
-                    let _ = dealer.try_send(IcanHaz { subtree: self.options.subtree.clone() }.to_message());
-                    tracing::debug!(server = %server, "subscription proven live after the snapshot was asked for; asking again");
-                    let now = Instant::now();
-                    expiry = now + ttl;
-                    icanhaz_retry = Some(now + retry);
                 }
                 _ = tokio::time::sleep_until(icanhaz_retry.unwrap_or_else(|| Instant::now() + far)), if syncing && icanhaz_retry.is_some() => {
                     // Nothing yet: ask again (a rejected vote is dropped without an answer).
-                    let request = IcanHaz { subtree: self.options.subtree.clone() }.to_message();
-                    let _ = dealer.try_send(request);
+                    connection.ask(&self.options.subtree);
                     tracing::debug!(server = %server, "no snapshot yet; ICANHAZ? again");
                     icanhaz_retry = Some(Instant::now() + retry);
                 }
-                event = sub_events.next_event(), if sub_events_open => match event {
-                    Some(MonitorEvent::HandshakeSucceeded { .. }) if !hugz_subscribed => {
-                        sub.subscribe(HUGZ).expect("SUB socket");
-                        hugz_subscribed = true;
+                event = connection.sub_link.events.next_event(), if connection.sub_link.open => {
+                    if let Err(end) = connection.on_subscriber_event(event, curve, server) {
+                        break end;
                     }
-                    Some(MonitorEvent::Disconnected { error, .. }) => {
-                        break End::Lost(format!("connection to {} dropped: {error}", server.publisher()));
+                }
+                event = connection.dealer_link.events.next_event(), if connection.dealer_link.open => {
+                    if let Err(end) = connection.dealer_link.on_event(event, curve) {
+                        break end;
                     }
-                    Some(MonitorEvent::Connected { .. }) => sub_reached = true,
-                    Some(MonitorEvent::ConnectRetried { endpoint, .. }) if !sub_reached => {
-                        break End::Unreachable(format!("cannot connect to {endpoint}"));
-                    }
-                    Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
-                        if let Some(end) = self.refusal(&endpoint, &error, &mut sub_closed) {
-                            break end;
-                        }
-                    }
-                    Some(_) => {}
-                    None => sub_events_open = false,
-                },
-                event = dealer_events.next_event(), if dealer_events_open => match event {
-                    Some(MonitorEvent::Connected { .. }) => dealer_reached = true,
-                    Some(MonitorEvent::ConnectRetried { endpoint, .. }) if !dealer_reached => {
-                        break End::Unreachable(format!("cannot connect to {endpoint}"));
-                    }
-                    Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
-                        if let Some(end) = self.refusal(&endpoint, &error, &mut dealer_closed) {
-                            break end;
-                        }
-                    }
-                    Some(_) => {}
-                    None => dealer_events_open = false,
-                },
+                }
                 event = self.pub_events.next(), if self.pub_events_open => match event {
                     Some(MonitorEvent::HandshakeSucceeded { endpoint, .. }) => {
                         self.collectors_up.insert(endpoint);
-                        if active {
+                        if !syncing {
                             self.flush_sets(server);
                         }
                     }
@@ -484,191 +433,141 @@ impl Agent {
                     None => self.pub_events_open = false,
                 },
                 _ = tokio::time::sleep_until(expiry) => {
-                    break End::Lost(match phase {
-                        Phase::Syncing { .. } => format!("no snapshot within {ttl:?} (a passive server, or none)"),
-                        _ => format!("nothing received for {ttl:?} (no HUGZ)"),
+                    break End::Lost(match syncing {
+                        true => Loss::NoSnapshot(ttl),
+                        false => Loss::Silent(ttl),
                     });
                 }
                 _ = tokio::time::sleep_until(set_check.unwrap_or_else(|| Instant::now() + far)), if set_check.is_some() => {
-                    self.check_sets(active, server);
+                    self.check_sets(!syncing, server);
                 }
             }
+            if ask_again {
+                // The snapshot could not be proven exact: ask again on a fresh snapshot socket
+                // (replies to the earlier request must not be taken for this one's).
+                if let Err(end) = connection.ask_again(&self.options, server).await {
+                    break end;
+                }
+                tracing::debug!(server = %server, "subscription proven live after the snapshot was asked for; asking again");
+                let now = Instant::now();
+                expiry = now + ttl;
+                icanhaz_retry = Some(now + retry);
+            }
         };
-        sub.close().await;
-        dealer.close().await;
+        connection.close().await;
         end
     }
 
-    /// A failed handshake on the subscriber or snapshot socket: the end of the attempt when it is
-    /// a refusal (a protocol error, such as failed authentication or a security mechanism
-    /// mismatch, at once; the server closing the connection mid-handshake, as a CURVE server does
-    /// with a HELLO it cannot decrypt, the second time on the same socket — the server accepted
-    /// the reconnection, so it is up and closing on purpose, not going down).
-    fn refusal(&self, endpoint: &str, error: &ConnectionError, closed_in_handshake: &mut u32) -> Option<End> {
-        let curve = self.options.curve.is_some();
-        let hint = match error {
-            ConnectionError::SocketClosed | ConnectionError::HandshakeTimeout => return None,
-            ConnectionError::PeerClosed | ConnectionError::Io(_) => {
-                *closed_in_handshake += 1;
-                if *closed_in_handshake < 2 {
-                    tracing::debug!(endpoint, %error, "connection closed during the handshake");
-                    return None;
+    /// A message on the subscriber socket and those queued behind it (up to [`BATCH`]). True: ask
+    /// for the snapshot again.
+    fn on_updates(
+        &mut self,
+        msg: Message,
+        sub: &Socket,
+        state: &mut SyncState,
+        server: &ServerAddress,
+    ) -> Result<bool, End> {
+        let mut ask_again = false;
+        let mut next = Some(msg);
+        let mut handled = 0;
+        while let Some(msg) = next.take() {
+            let update = match Update::parse(msg.frames()) {
+                Ok(u) => Some(u),
+                Err(e) => {
+                    tracing::warn!(server = %server, error = %e, "dropped bad message from publisher");
+                    None
                 }
-                if curve {
-                    "the server closed the connection during the CURVE handshake: wrong server public key?"
-                } else {
-                    "the server closed the connection during the handshake: does it require CURVE?"
-                }
-            }
-            ConnectionError::Greeting(zmtp::GreetingError::MechanismMismatch { .. }) => {
-                "security mechanisms differ: CURVE on one side only?"
-            }
-            e if matches!(e.fault(), zmtp::Fault::Policy | zmtp::Fault::PeerPolicy) => {
-                "authentication failed: is this client's public key on the server's allow list?"
-            }
-            e if e.is_protocol() => "handshake failed",
-            _ => return None,
-        };
-        Some(End::Refused(format!("{endpoint}: {error} ({hint})")))
-    }
-
-    /// A message on the subscriber socket.
-    fn on_update(&mut self, msg: Message, phase: &mut Phase, server: &ServerAddress) -> Option<End> {
-        let update = match Update::parse(msg.frames()) {
-            Ok(u) => Some(u),
-            Err(e) => {
-                tracing::warn!(server = %server, error = %e, "dropped bad message from publisher");
-                None
-            }
-        };
-        if self.proof.first.is_none() {
-            let first = match &update {
-                Some(Update::KvPub(m)) => Some(m.sequence),
-                _ => None,
             };
-            self.proof.first = Some(first);
-            let provisional = self.proof.provisional.take();
-            if provisional.is_some_and(|sequence| Proof::covers(first, sequence)) {
-                // The subscription was live in time: the snapshot was exact.
-                self.status.send_replace(Status::Active(server.clone()));
-            }
-            if let Some(sequence) = provisional
-                && !Proof::covers(first, sequence)
-            {
-                // Synced on a snapshot the subscription may have missed updates after.
-                self.proof.ask_again = true;
-                let queued = match update {
-                    Some(Update::KvPub(m)) => vec![m],
-                    _ => Vec::new(),
-                };
-                *phase = Phase::Syncing { entries: BTreeMap::new(), queued };
-                return None;
-            }
-        }
-        match phase {
-            Phase::Syncing { queued, .. } => {
-                if let Some(Update::KvPub(m)) = update {
-                    queued.push(m);
+            match state.on_update(update) {
+                Heard::Nothing => {}
+                Heard::Apply(m) => self.apply(m)?,
+                Heard::Proven(m) => {
+                    // The subscription was live in time: the snapshot was exact.
+                    self.status.send_replace(Status::Active(server.clone()));
+                    self.apply(m)?;
                 }
-                None
+                Heard::AskAgain => ask_again = true,
             }
-            Phase::Active => match update {
-                Some(Update::KvPub(m)) => self.apply(m),
-                _ => None,
-            },
+            handled += 1;
+            if handled < BATCH {
+                next = sub.try_recv().ok();
+            }
         }
+        Ok(ask_again)
     }
 
-    /// A message on the snapshot socket (only read while syncing).
-    fn on_snapshot(&mut self, msg: Message, phase: &mut Phase, server: &ServerAddress) -> Option<End> {
+    /// A message on the snapshot socket (only read while syncing). True: ask for the snapshot again.
+    fn on_snapshot(&mut self, msg: Message, state: &mut SyncState, server: &ServerAddress) -> Result<bool, End> {
         let reply = match SnapshotReply::parse(msg.frames()) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(server = %server, error = %e, "dropped bad snapshot message");
-                return None;
+                return Ok(false);
             }
         };
-        let Phase::Syncing { entries, .. } = phase else { return None };
-        match reply {
-            SnapshotReply::KvSync(kv) => {
-                if !self.options.subtree.contains(&kv.key) {
-                    tracing::warn!(server = %server, key = %kv.key.escape_ascii(), "dropped KVSYNC outside our subtree");
-                } else if kv.value.is_empty() {
-                    entries.remove(&kv.key);
-                } else {
-                    entries.insert(Bytes::copy_from_slice(&kv.key), Bytes::copy_from_slice(&kv.value));
-                }
-                None
+        match state.on_snapshot(reply, &self.options.subtree) {
+            Answer::Nothing => Ok(false),
+            Answer::OutsideSubtree(key) => {
+                tracing::warn!(server = %server, key = %key.escape_ascii(), "dropped KVSYNC outside our subtree");
+                Ok(false)
             }
-            SnapshotReply::KthxBai(end) => {
-                if !self.proof.asked_when_live
-                    && let Some(first) = self.proof.first
-                    && !Proof::covers(first, end.sequence)
-                {
-                    // The subscription went live too late for this snapshot: updates after it
-                    // may be in neither. Ask again, keeping what the subscriber queued.
-                    tracing::debug!(server = %server, sequence = end.sequence, "snapshot older than the subscription");
-                    entries.clear();
-                    self.proof.ask_again = true;
-                    return None;
-                }
-                if !self.proof.asked_when_live && self.proof.first.is_none() {
-                    self.proof.provisional = Some(end.sequence);
-                }
-                let Phase::Syncing { entries, queued } = std::mem::replace(phase, Phase::Active) else {
-                    unreachable!("checked above")
-                };
-                let keys = entries.len();
-                {
-                    let mut replica = self.shared.replica_mut();
-                    let mut changes = Vec::new();
-                    // Keys that queued updates newer than the snapshot will set: reported by them.
-                    let superseded: HashSet<Bytes> =
-                        queued.iter().filter(|m| m.sequence > end.sequence).map(|m| m.key.clone()).collect();
-                    replica.load(entries, end.sequence, &superseded, &mut changes);
-                    for change in changes {
-                        self.emit(change);
-                    }
-                    if !self.proof.loaded {
-                        self.emit(Event::Synced { server: server.clone(), sequence: end.sequence, keys });
-                    }
-                }
-                self.proof.loaded = true;
-                tracing::info!(server = %server, sequence = end.sequence, keys, queued = queued.len(), "synced");
-                let mut failed_over = false;
-                if let Some((from, last_heard)) = self.lost.take()
-                    && from != *server
-                {
-                    failed_over = true;
-                    let outage = last_heard.elapsed();
-                    tracing::info!(from = %from, to = %server, ?outage, "failed over");
-                    self.emit(Event::Failover { from, to: server.clone(), sequence: end.sequence, keys, outage });
-                }
-                for m in queued {
-                    if let Some(end) = self.apply(m) {
-                        return Some(end);
-                    }
-                }
-                if self.synced_before {
-                    self.confirm_from_snapshot(end.sequence);
-                }
-                if failed_over {
-                    self.resend_lost_writes();
-                }
-                self.synced_before = true;
-                self.refused.clear();
-                self.status.send_replace(match self.proof.provisional {
-                    Some(_) => Status::Loaded(server.clone()),
-                    None => Status::Active(server.clone()),
-                });
-                self.flush_sets(server);
-                None
+            Answer::AskAgain => {
+                tracing::debug!(server = %server, "snapshot older than the subscription");
+                Ok(true)
             }
+            Answer::Load(load) => self.load(load, server).map(|()| false),
         }
     }
 
+    /// Replaces the replica with a complete snapshot and applies the updates queued meanwhile.
+    fn load(&mut self, load: Load, server: &ServerAddress) -> Result<(), End> {
+        let Load { entries, queued, sequence, announce, exact } = load;
+        let keys = entries.len();
+        {
+            let mut replica = self.shared.replica_mut();
+            let mut changes = Vec::new();
+            // Keys that queued updates newer than the snapshot will set: reported by them.
+            let superseded: HashSet<_> =
+                queued.iter().filter(|m| m.sequence > sequence).map(|m| m.key.clone()).collect();
+            replica.load(entries, sequence, &superseded, &mut changes);
+            for change in changes {
+                self.emit(change);
+            }
+            if announce {
+                self.emit(Event::Synced { server: server.clone(), sequence, keys });
+            }
+        }
+        tracing::info!(server = %server, sequence, keys, queued = queued.len(), "synced");
+        let mut failed_over = false;
+        if let Some((from, last_heard)) = self.lost.take()
+            && from != *server
+        {
+            failed_over = true;
+            let outage = last_heard.elapsed();
+            tracing::info!(from = %from, to = %server, ?outage, "failed over");
+            self.emit(Event::Failover { from, to: server.clone(), sequence, keys, outage });
+        }
+        for m in queued {
+            self.apply(m)?;
+        }
+        if self.synced_before {
+            self.confirm_from_snapshot(sequence);
+        }
+        if failed_over {
+            self.resend_lost_writes();
+        }
+        self.synced_before = true;
+        self.refused.clear();
+        self.status.send_replace(match exact {
+            true => Status::Active(server.clone()),
+            false => Status::Loaded(server.clone()),
+        });
+        self.flush_sets(server);
+        Ok(())
+    }
+
     /// Applies a KVPUB to the replica, emitting its event and confirming a matching pending set.
-    fn apply(&mut self, msg: KvMsg) -> Option<End> {
+    fn apply(&mut self, msg: KvMsg) -> Result<(), End> {
         let (uuid, sequence) = (msg.uuid, msg.sequence);
         let check_gaps = self.options.subtree.is_all();
         // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
@@ -693,18 +592,12 @@ impl Agent {
             }
         }
         match outcome {
-            Outcome::Applied(_) | Outcome::Stale | Outcome::OutsideSubtree => None,
+            Outcome::Applied(_) | Outcome::Stale | Outcome::OutsideSubtree => Ok(()),
             Outcome::Gap { expected, got } => {
                 self.emit(Event::Gap { expected, got });
-                let why = format!("sequence gap: expected {expected}, got {got} (updates lost)");
-                Some(match self.options.gap_policy {
-                    GapPolicy::Resync => End::Resync(why),
-                    GapPolicy::Fail => End::Failed(why),
-                })
+                Err(End::Gap { expected, got })
             }
-            Outcome::Regression { last, got } => {
-                Some(End::Lost(format!("sequence went back from {last} to {got} (server restarted?)")))
-            }
+            Outcome::Regression { last, got } => Err(End::Lost(Loss::Regression { last, got })),
         }
     }
 
@@ -839,5 +732,201 @@ impl Agent {
         if let Some(at) = next {
             self.schedule_set_check(at);
         }
+    }
+}
+
+impl Connection {
+    /// Fresh sockets to `server`: the SUB subscribed to our subtree, the DEALER to ask for snapshots.
+    async fn open(options: &ClientOptions, server: &ServerAddress) -> Result<Connection, End> {
+        let sub = Socket::new(SocketType::Sub);
+        sub.set_linger(Some(Duration::ZERO));
+        sub.set_rcvhwm(options.queue_limit);
+        if let Some(curve) = &options.curve {
+            curve.apply(&sub, server);
+        }
+        let sub_link = Link::new(sub.monitor());
+        sub.subscribe(options.subtree.as_bytes()).expect("SUB socket");
+        let endpoint = server.publisher();
+        if let Err(error) = sub.connect(&endpoint).await {
+            return Err(End::Lost(Loss::Connect { endpoint, error }));
+        }
+        let (dealer, dealer_events) = snapshot_socket(options, server).await?;
+        Ok(Connection {
+            sub,
+            sub_link,
+            hugz_subscribed: options.subtree.is_all(),
+            dealer,
+            dealer_link: Link::new(dealer_events),
+        })
+    }
+
+    /// Sends ICANHAZ? for `subtree`.
+    fn ask(&self, subtree: &Subtree) {
+        let _ = self.dealer.try_send(IcanHaz { subtree: subtree.clone() }.to_message());
+    }
+
+    /// Asks for the snapshot again on a fresh snapshot socket.
+    async fn ask_again(&mut self, options: &ClientOptions, server: &ServerAddress) -> Result<(), End> {
+        let (fresh, events) = snapshot_socket(options, server).await?;
+        std::mem::replace(&mut self.dealer, fresh).close().await;
+        self.dealer_link.renew(events);
+        self.ask(&options.subtree);
+        Ok(())
+    }
+
+    /// A monitor event of the subscriber.
+    fn on_subscriber_event(
+        &mut self,
+        event: Option<MonitorEvent>,
+        curve: bool,
+        server: &ServerAddress,
+    ) -> Result<(), End> {
+        match self.sub_link.on_event(event, curve)? {
+            Some(MonitorEvent::HandshakeSucceeded { .. }) if !self.hugz_subscribed => {
+                self.sub.subscribe(HUGZ).expect("SUB socket");
+                self.hugz_subscribed = true;
+                Ok(())
+            }
+            Some(MonitorEvent::Disconnected { error, .. }) => {
+                Err(End::Lost(Loss::Dropped { endpoint: server.publisher(), error }))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn close(self) {
+        self.sub.close().await;
+        self.dealer.close().await;
+    }
+}
+
+/// A fresh snapshot (DEALER) socket connected to `server`, and its monitor.
+async fn snapshot_socket(options: &ClientOptions, server: &ServerAddress) -> Result<(Socket, Monitor), End> {
+    let dealer = Socket::new(SocketType::Dealer);
+    dealer.set_linger(Some(Duration::ZERO));
+    dealer.set_rcvhwm(options.queue_limit);
+    if let Some(curve) = &options.curve {
+        curve.apply(&dealer, server);
+    }
+    let events = dealer.monitor();
+    let endpoint = server.snapshot();
+    match dealer.connect(&endpoint).await {
+        Ok(_) => Ok((dealer, events)),
+        Err(error) => Err(End::Lost(Loss::Connect { endpoint, error })),
+    }
+}
+
+impl Link {
+    fn new(events: Monitor) -> Link {
+        Link { events, open: true, reached: false, closed_in_handshake: 0 }
+    }
+
+    /// Watches a new socket's monitor (same attempt: handshake closes still count).
+    fn renew(&mut self, events: Monitor) {
+        self.events = events;
+        self.open = true;
+        self.reached = false;
+    }
+
+    /// Takes a monitor event: the end of the attempt for a server unreachable or refusing us;
+    /// the events this does not settle are handed back.
+    fn on_event(&mut self, event: Option<MonitorEvent>, curve: bool) -> Result<Option<MonitorEvent>, End> {
+        match event {
+            Some(MonitorEvent::Connected { .. }) => self.reached = true,
+            Some(MonitorEvent::ConnectRetried { endpoint, .. }) if !self.reached => {
+                return Err(End::Lost(Loss::Unreachable { endpoint }));
+            }
+            Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
+                if let Some(kind) = refusal(&endpoint, &error, curve, &mut self.closed_in_handshake) {
+                    return Err(End::Refused(Refusal::new(endpoint, kind, error)));
+                }
+            }
+            None => self.open = false,
+            other => return Ok(other),
+        }
+        Ok(None)
+    }
+}
+
+/// What a failed handshake on the subscriber or snapshot socket means, when it is a refusal (a
+/// protocol error, such as failed authentication or a security mechanism mismatch, at once; the
+/// server closing the connection mid-handshake, as a CURVE server does with a HELLO it cannot
+/// decrypt, the second time in the attempt — the server accepted the reconnection, so it is up and
+/// closing on purpose, not going down).
+fn refusal(endpoint: &str, error: &ConnectionError, curve: bool, closed_in_handshake: &mut u32) -> Option<RefusalKind> {
+    match error {
+        ConnectionError::SocketClosed | ConnectionError::HandshakeTimeout => None,
+        ConnectionError::PeerClosed | ConnectionError::Io(_) => {
+            *closed_in_handshake += 1;
+            if *closed_in_handshake < 2 {
+                tracing::debug!(endpoint, %error, "connection closed during the handshake");
+                return None;
+            }
+            Some(match curve {
+                true => RefusalKind::WrongServerKey,
+                false => RefusalKind::CurveRequired,
+            })
+        }
+        ConnectionError::Greeting(zmtp::GreetingError::MechanismMismatch { .. }) => {
+            Some(RefusalKind::MechanismMismatch)
+        }
+        e if matches!(e.fault(), zmtp::Fault::Policy | zmtp::Fault::PeerPolicy) => Some(RefusalKind::NotAllowed),
+        e if e.is_protocol() => Some(RefusalKind::Handshake),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zmtp::{HandshakeError, Mechanism};
+
+    fn classify(error: ConnectionError, curve: bool, closed: &mut u32) -> Option<RefusalKind> {
+        refusal("tcp://127.0.0.1:5557", &error, curve, closed)
+    }
+
+    #[test]
+    fn a_server_closing_the_handshake_refuses_the_second_time() {
+        for (curve, kind) in [(true, RefusalKind::WrongServerKey), (false, RefusalKind::CurveRequired)] {
+            let mut closed = 0;
+            assert_eq!(classify(ConnectionError::PeerClosed, curve, &mut closed), None, "once may be a restart");
+            assert_eq!(classify(ConnectionError::PeerClosed, curve, &mut closed), Some(kind));
+        }
+    }
+
+    #[test]
+    fn protocol_and_policy_errors_refuse_at_once() {
+        let mut closed = 0;
+        let mismatch = zmtp::GreetingError::MechanismMismatch { ours: Mechanism::Curve, theirs: "NULL".into() };
+        assert_eq!(classify(mismatch.into(), true, &mut closed), Some(RefusalKind::MechanismMismatch));
+        let denied = HandshakeError::PeerError("400 denied".into());
+        assert_eq!(classify(denied.into(), true, &mut closed), Some(RefusalKind::NotAllowed));
+        let unexpected = HandshakeError::UnexpectedMessage;
+        assert_eq!(classify(unexpected.into(), false, &mut closed), Some(RefusalKind::Handshake));
+        assert_eq!(closed, 0);
+    }
+
+    #[test]
+    fn timeouts_and_our_own_close_are_not_refusals() {
+        let mut closed = 0;
+        for error in
+            [ConnectionError::HandshakeTimeout, ConnectionError::SocketClosed, ConnectionError::HeartbeatTimeout]
+        {
+            assert_eq!(classify(error, true, &mut closed), None);
+        }
+        assert_eq!(closed, 0);
+    }
+
+    #[test]
+    fn loss_reasons_read_as_before() {
+        let ttl = Duration::from_millis(300);
+        assert_eq!(Loss::NoSnapshot(ttl).to_string(), "no snapshot within 300ms (a passive server, or none)");
+        assert_eq!(Loss::Silent(ttl).to_string(), "nothing received for 300ms (no HUGZ)");
+        assert_eq!(
+            Loss::Regression { last: 11, got: 1 }.to_string(),
+            "sequence went back from 11 to 1 (server restarted?)"
+        );
+        let endpoint = "tcp://127.0.0.1:5557".to_owned();
+        assert_eq!(Loss::Unreachable { endpoint }.to_string(), "cannot connect to tcp://127.0.0.1:5557");
     }
 }

@@ -60,8 +60,10 @@
 //! ```
 
 mod agent;
+mod failure;
 mod recent;
 pub(crate) mod replica;
+mod sync;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -80,6 +82,8 @@ use crate::address::{AddressError, ServerAddress};
 use crate::command::{Subtree, is_reserved_key};
 use crate::kvmsg::{KvMsg, check_key};
 use crate::security::ClientCurve;
+
+pub use self::failure::{Failure, Refusal, RefusalKind};
 
 /// What to do when a whole-map client detects a skipped sequence (lost updates).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -121,8 +125,10 @@ pub struct ClientOptions {
     /// connection during the handshake twice in a row on one socket (a CURVE server that cannot
     /// decrypt our HELLO: a wrong server key) — is reported as [`Event::ServerLost`] with reason
     /// `refused: …`, and the next server is tried; once every server of the list has refused
-    /// since the last sync, the client fails ([`Status::Failed`]: `refused by the server: …` or
-    /// `refused by every server: …`), since retrying would not help.
+    /// since the last sync, the client fails ([`Status::Failed`] with [`Failure::Refused`], whose
+    /// [`Refusal`] names the endpoint, the connection error and its likely meaning as a
+    /// [`RefusalKind`]; shown as `refused by the server: …` or `refused by every server: …`),
+    /// since retrying would not help.
     pub curve: Option<ClientCurve>,
 }
 
@@ -221,9 +227,9 @@ pub enum ClientError {
     /// [`Client::connect`] or [`Client::synced_within`] (none running there, or unreachable).
     #[error("no CHP server brought the client in sync within {0:?}")]
     NotSynced(Duration),
-    /// The client failed (see [`GapPolicy::Fail`]).
+    /// The client stopped for good: a gap under [`GapPolicy::Fail`], or every server refused it.
     #[error("client failed: {0}")]
-    Failed(String),
+    Failed(Failure),
     /// The client was closed.
     #[error("client closed")]
     Closed,
@@ -311,7 +317,7 @@ pub enum Status {
     /// In sync with `server`, applying its updates.
     Active(ServerAddress),
     /// Stopped after an unrecoverable error.
-    Failed(String),
+    Failed(Failure),
     /// Closed.
     Closed,
 }

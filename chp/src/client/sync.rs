@@ -1,0 +1,376 @@
+//! One attempt's synchronisation with a server, as a pure state machine: parsed messages in,
+//! decisions out; no sockets, no clock, no replica (the agent carries the decisions out).
+//!
+//! ```text
+//!            ICANHAZ? at once
+//!                  │
+//!                  ▼
+//!   ┌──────── Syncing(Early) ── KTHXBAI older than the subscription ──┐
+//!   │ KTHXBAI, the subscriber silent so far    │ KTHXBAI covered by    │
+//!   ▼                                          │ the subscriber        ▼
+//! Loaded ── first KVPUB covers it ──► Active ◄─┘                Syncing(Live)
+//!   │                                   ▲                            │
+//!   └─ anything else: ask again ──► Syncing(Live, reload) ─ KTHXBAI ─┘
+//! ```
+//!
+//! The snapshot is asked for at once (as the reference client does), not after the subscription
+//! has proven live: a one-shot `get` then answers in one round trip instead of waiting up to a
+//! HUGZ interval. The price is the subscribe-before-snapshot race (updates published after the
+//! snapshot's sequence `S` but before the server had our subscription are in neither), so such a
+//! snapshot is *loaded* but not exact until the subscriber's first message settles it: a KVPUB
+//! numbered at most `S + 1` proves the subscription was live in time. Anything else (a HUGZ, a
+//! later KVPUB) cannot prove it, so the snapshot is asked for once more on a fresh snapshot socket,
+//! now that the subscription is known to be live: that one is exact. So an attempt takes at most
+//! two snapshots.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::command::{SnapshotReply, Subtree, Update};
+use crate::kvmsg::KvMsg;
+
+/// Where one attempt's synchronisation stands.
+pub(super) enum SyncState {
+    /// ICANHAZ? sent: collecting KVSYNCs, queueing KVPUBs.
+    Syncing(Syncing),
+    /// Applying KVPUBs on top of snapshot `sequence`, which is not yet proven exact: the
+    /// subscriber has not spoken yet.
+    Loaded {
+        /// The snapshot's (KTHXBAI's) sequence.
+        sequence: u64,
+    },
+    /// Applying KVPUBs on top of an exact snapshot.
+    Active,
+}
+
+/// A snapshot on its way.
+pub(super) struct Syncing {
+    entries: BTreeMap<Bytes, Bytes>,
+    queued: Vec<KvMsg>,
+    request: Request,
+}
+
+/// When the snapshot being received was asked for.
+enum Request {
+    /// At the start of the attempt, maybe before the subscription was live.
+    Early {
+        /// The subscriber's first message, once one came.
+        first: Option<First>,
+    },
+    /// After the subscription proved live: the snapshot will be exact.
+    Live {
+        /// A snapshot not proven exact was loaded already: this one confirms it (no second
+        /// `Synced` event).
+        reload: bool,
+    },
+}
+
+/// The subscriber's first message of an attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum First {
+    /// A KVPUB with this sequence.
+    KvPub(u64),
+    /// Anything else (a HUGZ, a message that did not parse).
+    Other,
+}
+
+impl First {
+    fn of(kvpub: Option<&KvMsg>) -> First {
+        kvpub.map_or(First::Other, |m| First::KvPub(m.sequence))
+    }
+
+    /// True when a subscriber whose first message was this one was live for every update after
+    /// snapshot `sequence`.
+    fn covers(self, sequence: u64) -> bool {
+        matches!(self, First::KvPub(seq) if seq <= sequence.saturating_add(1))
+    }
+}
+
+/// What the agent does with a message from the subscriber.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Heard {
+    /// Nothing (queued for the snapshot, or not a KVPUB).
+    Nothing,
+    /// Apply this KVPUB.
+    Apply(KvMsg),
+    /// The loaded snapshot was exact: the client is active; apply this KVPUB (the one that proved it).
+    Proven(KvMsg),
+    /// The loaded snapshot may have missed updates: ask for it again (the KVPUB, if any, is queued).
+    AskAgain,
+}
+
+/// What the agent does with a message from the snapshot socket.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// Nothing (a KVSYNC stored, or not syncing).
+    Nothing,
+    /// A KVSYNC for a key outside our subtree: dropped.
+    OutsideSubtree(Bytes),
+    /// The snapshot is older than the subscription: ask for it again (the queue is kept).
+    AskAgain,
+    /// The snapshot is complete: load it.
+    Load(Load),
+}
+
+/// A complete snapshot, and what to do with it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Load {
+    /// The map as of `sequence`.
+    pub entries: BTreeMap<Bytes, Bytes>,
+    /// KVPUBs that arrived meanwhile, in order (those at or below `sequence` are stale).
+    pub queued: Vec<KvMsg>,
+    /// KTHXBAI's sequence.
+    pub sequence: u64,
+    /// Report it with a `Synced` event (not when it only confirms a snapshot loaded before).
+    pub announce: bool,
+    /// Known to be exact (`Status::Active`); else loaded but not proven (`Status::Loaded`).
+    pub exact: bool,
+}
+
+impl SyncState {
+    /// The state right after the first ICANHAZ? of an attempt.
+    pub(super) fn start() -> SyncState {
+        SyncState::Syncing(Syncing {
+            entries: BTreeMap::new(),
+            queued: Vec::new(),
+            request: Request::Early { first: None },
+        })
+    }
+
+    /// True while a snapshot is on its way.
+    pub(super) fn is_syncing(&self) -> bool {
+        matches!(self, SyncState::Syncing(_))
+    }
+
+    /// A message on the subscriber socket (`None`: one that did not parse).
+    pub(super) fn on_update(&mut self, update: Option<Update>) -> Heard {
+        let kvpub = match update {
+            Some(Update::KvPub(m)) => Some(m),
+            Some(Update::Hugz) | None => None,
+        };
+        match self {
+            SyncState::Syncing(syncing) => {
+                if let Request::Early { first: first @ None } = &mut syncing.request {
+                    *first = Some(First::of(kvpub.as_ref()));
+                }
+                syncing.queued.extend(kvpub);
+                Heard::Nothing
+            }
+            SyncState::Loaded { sequence } => match kvpub {
+                Some(m) if First::KvPub(m.sequence).covers(*sequence) => {
+                    *self = SyncState::Active;
+                    Heard::Proven(m)
+                }
+                _ => {
+                    // Loaded a snapshot the subscription may have missed updates after.
+                    *self = SyncState::Syncing(Syncing {
+                        entries: BTreeMap::new(),
+                        queued: kvpub.into_iter().collect(),
+                        request: Request::Live { reload: true },
+                    });
+                    Heard::AskAgain
+                }
+            },
+            SyncState::Active => kvpub.map_or(Heard::Nothing, Heard::Apply),
+        }
+    }
+
+    /// A message on the snapshot socket.
+    pub(super) fn on_snapshot(&mut self, reply: SnapshotReply, subtree: &Subtree) -> Answer {
+        let SyncState::Syncing(syncing) = self else { return Answer::Nothing };
+        let end = match reply {
+            SnapshotReply::KvSync(kv) => {
+                if !subtree.contains(&kv.key) {
+                    return Answer::OutsideSubtree(kv.key);
+                }
+                // Copied out of the message, whose buffer may hold much more than the pair.
+                if kv.value.is_empty() {
+                    syncing.entries.remove(&kv.key);
+                } else {
+                    syncing.entries.insert(Bytes::copy_from_slice(&kv.key), Bytes::copy_from_slice(&kv.value));
+                }
+                return Answer::Nothing;
+            }
+            SnapshotReply::KthxBai(end) => end,
+        };
+        let (exact, announce) = match syncing.request {
+            Request::Early { first: Some(first) } if !first.covers(end.sequence) => {
+                // The subscription went live too late for this snapshot: updates after it may
+                // be in neither. Ask again, keeping what the subscriber queued.
+                syncing.entries.clear();
+                syncing.request = Request::Live { reload: false };
+                return Answer::AskAgain;
+            }
+            Request::Early { first: Some(_) } => (true, true),
+            Request::Early { first: None } => (false, true),
+            Request::Live { reload } => (true, !reload),
+        };
+        let (entries, queued) = (std::mem::take(&mut syncing.entries), std::mem::take(&mut syncing.queued));
+        *self = match exact {
+            true => SyncState::Active,
+            false => SyncState::Loaded { sequence: end.sequence },
+        };
+        Answer::Load(Load { entries, queued, sequence: end.sequence, announce, exact })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::{KthxBai, KvSync};
+
+    fn kvpub(key: &str, value: &str, sequence: u64) -> KvMsg {
+        KvMsg { sequence, ..KvMsg::new(key.to_owned(), value.to_owned()) }
+    }
+
+    fn kvsync(key: &str, value: &str) -> SnapshotReply {
+        SnapshotReply::KvSync(KvSync { key: key.to_owned().into(), sequence: 0, value: value.to_owned().into() })
+    }
+
+    fn kthxbai(sequence: u64) -> SnapshotReply {
+        SnapshotReply::KthxBai(KthxBai { sequence, subtree: Bytes::new() })
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<Bytes, Bytes> {
+        pairs.iter().map(|(k, v)| (k.to_string().into(), v.to_string().into())).collect()
+    }
+
+    fn load(answer: Answer) -> Load {
+        match answer {
+            Answer::Load(load) => load,
+            other => panic!("expected a load, got {other:?}"),
+        }
+    }
+
+    fn all() -> Subtree {
+        Subtree::all()
+    }
+
+    #[test]
+    fn a_snapshot_before_the_subscriber_speaks_is_loaded_not_exact() {
+        let mut state = SyncState::start();
+        assert_eq!(state.on_snapshot(kvsync("a", "1"), &all()), Answer::Nothing);
+        assert_eq!(state.on_snapshot(kvsync("b", "2"), &all()), Answer::Nothing);
+        assert_eq!(state.on_snapshot(kvsync("b", ""), &all()), Answer::Nothing, "an empty value deletes");
+        let load = load(state.on_snapshot(kthxbai(7), &all()));
+        assert_eq!(
+            load,
+            Load { entries: map(&[("a", "1")]), queued: vec![], sequence: 7, announce: true, exact: false }
+        );
+        assert!(matches!(state, SyncState::Loaded { sequence: 7 }));
+    }
+
+    #[test]
+    fn a_loaded_snapshot_is_proven_by_a_kvpub_right_after_it() {
+        for next in [7, 8] {
+            let mut state = SyncState::Loaded { sequence: 7 };
+            assert_eq!(
+                state.on_update(Some(Update::KvPub(kvpub("a", "1", next)))),
+                Heard::Proven(kvpub("a", "1", next))
+            );
+            assert!(matches!(state, SyncState::Active));
+        }
+    }
+
+    #[test]
+    fn a_loaded_snapshot_is_asked_again_after_a_hugz_a_later_kvpub_or_garbage() {
+        for first in [Some(Update::Hugz), Some(Update::KvPub(kvpub("a", "1", 9))), None] {
+            let mut state = SyncState::Loaded { sequence: 7 };
+            let queued: Vec<KvMsg> = match &first {
+                Some(Update::KvPub(m)) => vec![m.clone()],
+                _ => vec![],
+            };
+            assert_eq!(state.on_update(first), Heard::AskAgain);
+            assert!(state.is_syncing());
+            // The second snapshot confirms the first: exact, not announced again, queue kept.
+            let load = load(state.on_snapshot(kthxbai(9), &all()));
+            assert_eq!(load, Load { entries: map(&[]), queued, sequence: 9, announce: false, exact: true });
+            assert!(matches!(state, SyncState::Active));
+        }
+    }
+
+    #[test]
+    fn a_snapshot_covered_by_the_subscribers_first_kvpub_is_exact() {
+        let mut state = SyncState::start();
+        assert_eq!(state.on_update(Some(Update::KvPub(kvpub("a", "1", 4)))), Heard::Nothing);
+        assert_eq!(state.on_update(Some(Update::Hugz)), Heard::Nothing);
+        assert_eq!(state.on_update(Some(Update::KvPub(kvpub("b", "2", 5)))), Heard::Nothing);
+        let load = load(state.on_snapshot(kthxbai(3), &all()));
+        assert_eq!(
+            load,
+            Load {
+                entries: map(&[]),
+                queued: vec![kvpub("a", "1", 4), kvpub("b", "2", 5)],
+                sequence: 3,
+                announce: true,
+                exact: true
+            }
+        );
+        assert!(matches!(state, SyncState::Active));
+    }
+
+    #[test]
+    fn a_snapshot_older_than_the_subscription_is_asked_again_keeping_the_queue() {
+        for first in [Update::Hugz, Update::KvPub(kvpub("a", "1", 5))] {
+            let mut state = SyncState::start();
+            let queued: Vec<KvMsg> = match &first {
+                Update::KvPub(m) => vec![m.clone()],
+                Update::Hugz => vec![],
+            };
+            state.on_update(Some(first));
+            state.on_snapshot(kvsync("old", "x"), &all());
+            assert_eq!(state.on_snapshot(kthxbai(3), &all()), Answer::AskAgain);
+            assert!(state.is_syncing());
+            // The first message does not count twice: the live snapshot is exact, whatever came.
+            state.on_update(Some(Update::Hugz));
+            state.on_snapshot(kvsync("new", "y"), &all());
+            let load = load(state.on_snapshot(kthxbai(3), &all()));
+            assert_eq!(load, Load { entries: map(&[("new", "y")]), queued, sequence: 3, announce: true, exact: true });
+        }
+    }
+
+    #[test]
+    fn only_the_first_subscriber_message_decides() {
+        // A HUGZ first: a later KVPUB right after the snapshot does not make it exact.
+        let mut state = SyncState::start();
+        state.on_update(Some(Update::Hugz));
+        state.on_update(Some(Update::KvPub(kvpub("a", "1", 4))));
+        assert_eq!(state.on_snapshot(kthxbai(3), &all()), Answer::AskAgain);
+    }
+
+    #[test]
+    fn kvsyncs_outside_the_subtree_are_dropped() {
+        let subtree = Subtree::new("/a/").unwrap();
+        let mut state = SyncState::start();
+        assert_eq!(state.on_snapshot(kvsync("/b/x", "1"), &subtree), Answer::OutsideSubtree("/b/x".into()));
+        assert_eq!(state.on_snapshot(kvsync("/a/x", "1"), &subtree), Answer::Nothing);
+        assert_eq!(load(state.on_snapshot(kthxbai(2), &subtree)).entries, map(&[("/a/x", "1")]));
+    }
+
+    #[test]
+    fn active_applies_kvpubs_and_ignores_the_rest() {
+        let mut state = SyncState::Active;
+        assert_eq!(state.on_update(Some(Update::KvPub(kvpub("a", "1", 1)))), Heard::Apply(kvpub("a", "1", 1)));
+        assert_eq!(state.on_update(Some(Update::Hugz)), Heard::Nothing);
+        assert_eq!(state.on_update(None), Heard::Nothing);
+        assert_eq!(state.on_snapshot(kthxbai(5), &all()), Answer::Nothing, "a late snapshot reply is ignored");
+        assert!(matches!(state, SyncState::Active));
+    }
+
+    #[test]
+    fn a_loaded_client_ignores_snapshot_replies() {
+        let mut state = SyncState::Loaded { sequence: 3 };
+        assert_eq!(state.on_snapshot(kvsync("a", "1"), &all()), Answer::Nothing);
+        assert!(matches!(state, SyncState::Loaded { sequence: 3 }));
+    }
+
+    #[test]
+    fn covers_allows_the_very_next_sequence_only() {
+        assert!(First::KvPub(3).covers(3));
+        assert!(First::KvPub(4).covers(3));
+        assert!(!First::KvPub(5).covers(3));
+        assert!(!First::Other.covers(3));
+        assert!(First::KvPub(u64::MAX).covers(u64::MAX), "no overflow");
+    }
+}
