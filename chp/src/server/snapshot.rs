@@ -32,6 +32,24 @@ use super::Shared;
 use crate::command::{IcanHaz, KTHXBAI, PEERSYNC, Subtree};
 use crate::kvmsg::sequence_frame;
 
+/// Why a snapshot stream was abandoned: the peer left, read too slowly, or the socket failed.
+#[derive(Debug, thiserror::Error)]
+enum Abandoned {
+    /// The peer disconnected (ROUTER_MANDATORY: its routing id is gone).
+    #[error("peer disconnected")]
+    Disconnected,
+    /// The peer read nothing for this long while other snapshots waited for a slot
+    /// ([`CONTENDED_STALL`]).
+    #[error("peer read nothing for {0:?} while other snapshots wait")]
+    Contended(Duration),
+    /// The peer read nothing for this long (the stall timeout).
+    #[error("peer read nothing for {0:?}")]
+    Stalled(Duration),
+    /// Sending failed for another reason.
+    #[error("cannot send: {0}")]
+    Send(#[source] zmtp::Error),
+}
+
 /// What a peer asked for.
 #[derive(Clone, Debug)]
 enum Request {
@@ -162,7 +180,7 @@ impl Stream {
         }
     }
 
-    async fn stream(&self, subtree: &Subtree) -> Result<usize, String> {
+    async fn stream(&self, subtree: &Subtree) -> Result<usize, Abandoned> {
         let sequence = self.shared.lock().sequence();
         let seq_frame = sequence_frame(sequence);
         let mut after: Option<Bytes> = None;
@@ -188,7 +206,7 @@ impl Stream {
     /// The whole map for the pair's other server: the same fuzzy-snapshot argument holds (it
     /// follows our publisher before asking), and each KVSYNC carries `ttl=` with the time the key
     /// has left, measured when its chunk is read.
-    async fn stream_to_peer(&self) -> Result<usize, String> {
+    async fn stream_to_peer(&self) -> Result<usize, Abandoned> {
         let sequence = self.shared.lock().sequence();
         let seq_frame = sequence_frame(sequence);
         let mut after: Option<Bytes> = None;
@@ -217,7 +235,7 @@ impl Stream {
         Ok(sent)
     }
 
-    async fn send(&self, frames: Vec<Bytes>) -> Result<(), String> {
+    async fn send(&self, frames: Vec<Bytes>) -> Result<(), Abandoned> {
         let msg = Message::from(frames);
         let started = tokio::time::Instant::now();
         loop {
@@ -225,15 +243,15 @@ impl Stream {
             // offered again.
             match tokio::time::timeout(CONTENDED_STALL, self.router.send(msg.clone())).await {
                 Ok(Ok(())) => return Ok(()),
-                Ok(Err(zmtp::Error::HostUnreachable(_))) => return Err("peer disconnected".into()),
-                Ok(Err(e)) => return Err(e.to_string()),
+                Ok(Err(zmtp::Error::HostUnreachable(_))) => return Err(Abandoned::Disconnected),
+                Ok(Err(e)) => return Err(Abandoned::Send(e)),
                 Err(_) => {
                     let stalled = started.elapsed();
                     if self.waiting.load(Ordering::Relaxed) > 0 {
-                        return Err(format!("peer read nothing for {stalled:?} while other snapshots wait"));
+                        return Err(Abandoned::Contended(stalled));
                     }
                     if stalled >= self.stall_timeout {
-                        return Err(format!("peer read nothing for {stalled:?}"));
+                        return Err(Abandoned::Stalled(stalled));
                     }
                 }
             }
