@@ -208,7 +208,9 @@ impl Broker {
             return;
         }
         if self.pending.len() >= self.max_pending {
-            // With Backpressure the runner stops reading before this; the bound holds either way.
+            // With Backpressure the runner stops reading before this; a new request never grows the
+            // queue past the bound either way. (Requests back from lost workers are never dropped,
+            // so they can take it past `max_pending` for a while.)
             self.pending.pop_front();
             self.counters.requests_dropped += 1;
             tracing::warn!(max_pending = self.max_pending, "pending queue full: dropped the oldest request");
@@ -409,4 +411,629 @@ fn same_envelope(request: &Message, reply: &Message) -> bool {
 fn address_stack(msg: &Message) -> Option<&[Bytes]> {
     let end = msg.iter().position(|f| f.is_empty())?;
     Some(&msg.frames()[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    const SECOND: u64 = 1000;
+
+    /// The Guide's liveness and interval (expiry after 3 s); a request timeout long enough that
+    /// only the tests about it see it.
+    fn config() -> Queue {
+        Queue {
+            liveness: 3,
+            interval: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(60),
+            ..Queue::default()
+        }
+    }
+
+    /// A broker started at `base`, fed at `base + ms`, and polled dry after every input (what the
+    /// runner does when every send succeeds).
+    struct Harness {
+        broker: Broker,
+        base: Instant,
+    }
+
+    impl Harness {
+        fn new(config: Queue) -> Self {
+            let base = Instant::now();
+            Harness { broker: Broker::new(&config, base), base }
+        }
+
+        fn at(&self, ms: u64) -> Instant {
+            self.base + Duration::from_millis(ms)
+        }
+
+        fn feed(&mut self, ms: u64, input: Input) -> Vec<Action> {
+            self.broker.handle(self.at(ms), input);
+            self.poll_all(ms)
+        }
+
+        fn poll_all(&mut self, ms: u64) -> Vec<Action> {
+            let now = self.at(ms);
+            std::iter::from_fn(|| self.broker.poll_action(now)).collect()
+        }
+
+        fn worker_sends(&mut self, ms: u64, worker: &'static str, msg: Message) -> Vec<Action> {
+            self.feed(ms, Input::FromWorker { worker: id(worker), msg })
+        }
+
+        fn ready(&mut self, ms: u64, worker: &'static str) -> Vec<Action> {
+            self.worker_sends(ms, worker, Command::Ready.message())
+        }
+
+        fn heartbeat(&mut self, ms: u64, worker: &'static str) -> Vec<Action> {
+            self.worker_sends(ms, worker, Command::Heartbeat.message())
+        }
+
+        /// The worker echoes `request` back: the right envelope, so the reply to it.
+        fn answer(&mut self, ms: u64, worker: &'static str, request: &Message) -> Vec<Action> {
+            self.worker_sends(ms, worker, request.clone())
+        }
+
+        fn request(&mut self, ms: u64, request: &Message) -> Vec<Action> {
+            self.feed(ms, Input::Request(request.clone()))
+        }
+
+        fn tick(&mut self, ms: u64) -> Vec<Action> {
+            self.feed(ms, Input::Tick)
+        }
+
+        fn stats(&self) -> QueueStats {
+            self.broker.stats()
+        }
+    }
+
+    fn id(name: &'static str) -> Bytes {
+        Bytes::from_static(name.as_bytes())
+    }
+
+    /// `[client id, "", body]`, as the frontend ROUTER delivers a Lazy Pirate request.
+    fn request(client: &'static str, body: &'static str) -> Message {
+        Message::from(vec![client, "", body])
+    }
+
+    fn dispatch(worker: &'static str, request: &Message) -> Action {
+        Action::Dispatch { worker: id(worker), request: request.clone() }
+    }
+
+    fn event(event: QueueEvent) -> Action {
+        Action::Event(event)
+    }
+
+    fn ready_event(worker: &'static str) -> Action {
+        event(QueueEvent::WorkerReady { worker: id(worker) })
+    }
+
+    /// Heartbeats go out in the workers' map order: their targets as a set, the rest in order.
+    fn split_heartbeats(actions: Vec<Action>) -> (BTreeSet<Bytes>, Vec<Action>) {
+        let mut heartbeats = BTreeSet::new();
+        let mut rest = Vec::new();
+        for action in actions {
+            match action {
+                Action::Heartbeat { worker } => assert!(heartbeats.insert(worker), "two heartbeats to one worker"),
+                other => rest.push(other),
+            }
+        }
+        (heartbeats, rest)
+    }
+
+    fn ids(names: &[&'static str]) -> BTreeSet<Bytes> {
+        names.iter().map(|n| id(n)).collect()
+    }
+
+    /// Workers that sent READY at time 0, in this order.
+    fn with_workers(config: Queue, workers: &[&'static str]) -> Harness {
+        let mut h = Harness::new(config);
+        for w in workers {
+            assert_eq!(h.ready(0, w), [ready_event(w)]);
+        }
+        h
+    }
+
+    #[test]
+    fn ready_registers_a_worker_once() {
+        let mut h = Harness::new(config());
+        assert_eq!(h.ready(0, "A"), [ready_event("A")]);
+        // A second READY from an idle worker changes nothing (it is not listed twice).
+        assert_eq!(h.ready(10, "A"), []);
+        assert_eq!((h.stats().workers, h.stats().idle), (1, 1));
+    }
+
+    #[test]
+    fn requests_go_to_the_longest_idle_worker() {
+        let mut h = with_workers(config(), &["A", "B", "C"]);
+        let r = [request("c1", "1"), request("c2", "2"), request("c3", "3"), request("c4", "4")];
+        assert_eq!(h.request(10, &r[0]), [dispatch("A", &r[0])]);
+        assert_eq!(h.request(20, &r[1]), [dispatch("B", &r[1])]);
+        // A finishes first and goes to the back of the idle list, behind C.
+        assert_eq!(h.answer(30, "A", &r[0]), [Action::Reply(r[0].clone())]);
+        assert_eq!(h.request(40, &r[2]), [dispatch("C", &r[2])]);
+        assert_eq!(h.request(50, &r[3]), [dispatch("A", &r[3])]);
+        assert_eq!((h.stats().idle, h.stats().requests, h.stats().replies), (0, 4, 1));
+    }
+
+    #[test]
+    fn a_request_waits_for_a_worker_and_goes_to_the_first_ready() {
+        let mut h = Harness::new(config());
+        let r = request("c", "job");
+        assert_eq!(h.request(0, &r), []);
+        assert_eq!(h.stats().pending, 1);
+        assert_eq!(h.ready(10, "A"), [ready_event("A"), dispatch("A", &r)]);
+        assert_eq!(h.stats().pending, 0);
+    }
+
+    #[test]
+    fn a_busy_worker_heartbeat_earns_it_no_second_request() {
+        let mut h = with_workers(config(), &["A"]);
+        let (r1, r2) = (request("c1", "1"), request("c2", "2"));
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        assert_eq!(h.request(0, &r2), []);
+        assert_eq!(h.heartbeat(500, "A"), []);
+        assert_eq!((h.stats().idle, h.stats().pending), (0, 1));
+        assert_eq!(h.answer(600, "A", &r1), [Action::Reply(r1.clone()), dispatch("A", &r2)]);
+    }
+
+    #[test]
+    fn heartbeats_and_messages_from_unregistered_workers_are_not_a_registration() {
+        let mut h = Harness::new(config());
+        assert_eq!(h.heartbeat(0, "X"), []);
+        let reply = request("c", "late");
+        let reason = "from an unregistered worker (expired, or never sent READY)".to_string();
+        assert_eq!(h.answer(0, "X", &reply), [event(QueueEvent::ReplyDropped { worker: id("X"), reason })]);
+        assert_eq!((h.stats().workers, h.stats().replies_dropped, h.stats().replies), (0, 1, 0));
+    }
+
+    #[test]
+    fn a_silent_worker_expires_at_exactly_liveness_intervals() {
+        let mut h = with_workers(config(), &["A"]);
+        assert_eq!(h.broker.next_wakeup(), h.at(SECOND), "the first heartbeat comes before the expiry");
+        assert_eq!(h.tick(SECOND), [Action::Heartbeat { worker: id("A") }]);
+        assert_eq!(h.tick(2 * SECOND), [Action::Heartbeat { worker: id("A") }]);
+        assert_eq!(h.broker.next_wakeup(), h.at(3 * SECOND));
+        // One nanosecond before the boundary it is alive.
+        h.broker.handle(h.at(3 * SECOND) - Duration::from_nanos(1), Input::Tick);
+        assert_eq!(h.poll_all(3 * SECOND), []);
+        assert_eq!(h.stats().workers, 1);
+        let silent_for = Duration::from_secs(3);
+        assert_eq!(h.tick(3 * SECOND), [event(QueueEvent::WorkerExpired { worker: id("A"), silent_for })]);
+        assert_eq!((h.stats().workers, h.stats().idle), (0, 0));
+        // No worker, no heartbeat, no expiry to watch: only the heartbeat schedule remains.
+        assert_eq!(h.broker.next_wakeup(), h.at(4 * SECOND));
+        assert_eq!(h.tick(4 * SECOND), []);
+    }
+
+    #[test]
+    fn any_message_from_a_worker_moves_its_expiry() {
+        let mut h = with_workers(config(), &["A"]);
+        assert_eq!(h.heartbeat(2500, "A"), []);
+        assert_eq!(h.tick(3 * SECOND), [Action::Heartbeat { worker: id("A") }]);
+        // A malformed message is still a sign of life.
+        let unknown = Message::single(Bytes::from_static(b"?"));
+        assert!(matches!(&h.worker_sends(3500, "A", unknown)[..], [Action::Event(QueueEvent::Malformed { .. })]));
+        assert_eq!(h.tick(6499), [Action::Heartbeat { worker: id("A") }]);
+        assert_eq!(h.stats().workers, 1);
+        let silent_for = Duration::from_secs(3);
+        assert_eq!(h.tick(6500), [event(QueueEvent::WorkerExpired { worker: id("A"), silent_for })]);
+    }
+
+    #[test]
+    fn an_expired_busy_worker_request_goes_to_the_front_of_the_queue() {
+        let mut h = with_workers(config(), &["A", "B"]);
+        let r = [request("c1", "1"), request("c2", "2"), request("c3", "3")];
+        assert_eq!(h.request(0, &r[0]), [dispatch("A", &r[0])]);
+        assert_eq!(h.request(0, &r[1]), [dispatch("B", &r[1])]);
+        assert_eq!(h.request(0, &r[2]), []);
+        assert_eq!(h.heartbeat(2 * SECOND, "B"), []);
+        let (heartbeats, rest) = split_heartbeats(h.tick(3 * SECOND));
+        assert_eq!(heartbeats, ids(&["B"]), "the expired worker is not heartbeated");
+        let silent_for = Duration::from_secs(3);
+        assert_eq!(
+            rest,
+            [
+                event(QueueEvent::Redispatched { worker: id("A") }),
+                event(QueueEvent::WorkerExpired { worker: id("A"), silent_for }),
+            ]
+        );
+        // A's request is ahead of the one that was waiting.
+        assert_eq!(h.answer(3100, "B", &r[1]), [Action::Reply(r[1].clone()), dispatch("B", &r[0])]);
+        assert_eq!(h.answer(3200, "B", &r[0]), [Action::Reply(r[0].clone()), dispatch("B", &r[2])]);
+        assert_eq!((h.stats().redispatched, h.stats().replies, h.stats().workers), (1, 2, 1));
+        // A's late answer finds no registered worker.
+        assert!(matches!(&h.answer(3300, "A", &r[0])[..], [Action::Event(QueueEvent::ReplyDropped { .. })]));
+        assert_eq!(h.stats().replies, 2);
+    }
+
+    /// A request held for `request_timeout` goes to another worker at the heartbeat that finds it
+    /// due (the boundary included); the holder comes back on its next heartbeat.
+    #[test]
+    fn a_request_held_past_the_timeout_goes_to_another_worker() {
+        let mut h = with_workers(Queue { request_timeout: Duration::from_secs(2), ..config() }, &["A", "B"]);
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        assert_eq!(split_heartbeats(h.tick(SECOND)), (ids(&["A", "B"]), vec![]));
+        for w in ["A", "B"] {
+            assert_eq!(h.heartbeat(1500, w), []);
+        }
+        let (heartbeats, rest) = split_heartbeats(h.tick(2 * SECOND));
+        assert_eq!(heartbeats, ids(&["A", "B"]), "a timed-out worker is still heartbeated");
+        assert_eq!(rest, [event(QueueEvent::RequestTimedOut { worker: id("A") }), dispatch("B", &r1)]);
+        assert_eq!((h.stats().redispatched, h.stats().idle, h.stats().workers), (1, 0, 2));
+        // Its heartbeat shows A alive and done: idle again, and listed once.
+        assert_eq!(h.heartbeat(2100, "A"), []);
+        assert_eq!(h.heartbeat(2200, "A"), []);
+        assert_eq!(h.stats().idle, 1);
+        let r2 = request("c2", "2");
+        assert_eq!(h.request(2300, &r2), [dispatch("A", &r2)]);
+        assert_eq!(h.answer(2400, "B", &r1), [Action::Reply(r1.clone())]);
+        assert_eq!((h.stats().replies, h.stats().replies_dropped), (1, 0));
+    }
+
+    #[test]
+    fn a_late_reply_from_a_timed_out_worker_is_dropped_and_brings_the_worker_back() {
+        let mut h = with_workers(Queue { request_timeout: Duration::from_secs(1), ..config() }, &["A"]);
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        // The only worker timed out: the request waits for the next worker to be idle.
+        let (_, rest) = split_heartbeats(h.tick(SECOND));
+        assert_eq!(rest, [event(QueueEvent::RequestTimedOut { worker: id("A") })]);
+        assert_eq!(h.stats().pending, 1);
+        // Its late reply is not forwarded (the request is someone's again), but A is alive: it gets
+        // the request again.
+        let reason = "not the reply to the worker's current request (late, or re-dispatched)".to_string();
+        assert_eq!(
+            h.answer(1500, "A", &r1),
+            [event(QueueEvent::ReplyDropped { worker: id("A"), reason }), dispatch("A", &r1)]
+        );
+        assert_eq!(h.answer(1600, "A", &r1), [Action::Reply(r1.clone())]);
+        let stats = h.stats();
+        assert_eq!((stats.requests, stats.replies, stats.replies_dropped, stats.redispatched), (1, 1, 1, 1));
+    }
+
+    #[test]
+    fn ready_from_a_timed_out_worker_makes_it_idle_again() {
+        let mut h = with_workers(Queue { request_timeout: Duration::from_secs(1), ..config() }, &["A", "B"]);
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        let (_, rest) = split_heartbeats(h.tick(SECOND));
+        assert_eq!(rest, [event(QueueEvent::RequestTimedOut { worker: id("A") }), dispatch("B", &r1)]);
+        assert_eq!(h.ready(1500, "A"), [], "a known worker: no new registration");
+        let r2 = request("c2", "2");
+        assert_eq!(h.request(1600, &r2), [dispatch("A", &r2)]);
+    }
+
+    #[test]
+    fn ready_from_a_busy_worker_redispatches_its_request_and_one_reply_goes_out() {
+        let mut h = with_workers(config(), &["A"]);
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        // The worker restarted: the request goes out again, here to the same (only) worker.
+        assert_eq!(h.ready(100, "A"), [event(QueueEvent::Redispatched { worker: id("A") }), dispatch("A", &r1)]);
+        assert_eq!(h.answer(200, "A", &r1), [Action::Reply(r1.clone())]);
+        assert!(matches!(&h.answer(300, "A", &r1)[..], [Action::Event(QueueEvent::ReplyDropped { .. })]));
+        let stats = h.stats();
+        assert_eq!((stats.replies, stats.replies_dropped, stats.redispatched, stats.idle), (1, 1, 1, 1));
+    }
+
+    #[test]
+    fn a_reply_to_another_request_is_dropped_and_the_worker_stays_busy() {
+        let mut h = with_workers(config(), &["A"]);
+        let (r1, r2) = (request("c1", "1"), request("c2", "2"));
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        assert_eq!(h.request(0, &r2), []);
+        assert!(matches!(&h.answer(10, "A", &r2)[..], [Action::Event(QueueEvent::ReplyDropped { .. })]));
+        assert_eq!((h.stats().idle, h.stats().pending), (0, 1));
+        // The reply's content may differ from the request's; only the address stack must match.
+        let answer = Message::from(vec!["c1", "", "ONE"]);
+        assert_eq!(h.worker_sends(20, "A", answer.clone()), [Action::Reply(answer), dispatch("A", &r2)]);
+    }
+
+    #[test]
+    fn drop_oldest_keeps_the_newest_requests() {
+        let mut h = Harness::new(Queue { max_pending: 2, overflow: Overflow::DropOldest, ..config() });
+        let r = [request("c1", "1"), request("c2", "2"), request("c3", "3")];
+        assert_eq!(h.request(0, &r[0]), []);
+        assert_eq!(h.request(0, &r[1]), []);
+        assert!(h.broker.accepts_requests(), "DropOldest keeps reading");
+        assert_eq!(h.request(0, &r[2]), [event(QueueEvent::RequestDropped)]);
+        assert!(h.broker.accepts_requests());
+        let stats = h.stats();
+        assert_eq!((stats.requests, stats.requests_dropped, stats.pending), (3, 1, 2));
+        assert_eq!(h.ready(10, "A"), [ready_event("A"), dispatch("A", &r[1])]);
+        assert_eq!(h.ready(10, "B"), [ready_event("B"), dispatch("B", &r[2])]);
+    }
+
+    #[test]
+    fn backpressure_stops_reading_while_the_queue_is_full() {
+        let mut h = Harness::new(Queue { max_pending: 2, ..config() });
+        let r = [request("c1", "1"), request("c2", "2"), request("c3", "3")];
+        assert_eq!(h.request(0, &r[0]), []);
+        assert!(h.broker.accepts_requests());
+        assert_eq!(h.request(0, &r[1]), []);
+        assert!(!h.broker.accepts_requests());
+        assert_eq!(h.ready(10, "A"), [ready_event("A"), dispatch("A", &r[0])]);
+        assert!(h.broker.accepts_requests(), "a request left the queue");
+        // Fed anyway when full, the broker still keeps its bound.
+        assert_eq!(h.request(20, &r[2]), []);
+        assert_eq!(h.request(20, &request("c4", "4")), [event(QueueEvent::RequestDropped)]);
+        assert_eq!(h.stats().pending, 2);
+    }
+
+    #[test]
+    fn a_disconnected_busy_worker_request_is_redispatched_at_once() {
+        let mut h = with_workers(config(), &["A", "B"]);
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        assert_eq!(
+            h.feed(100, Input::BackendDisconnected { connected: ids(&["B"]).into_iter().collect() }),
+            [
+                event(QueueEvent::Redispatched { worker: id("A") }),
+                event(QueueEvent::WorkerDisconnected { worker: id("A") }),
+                dispatch("B", &r1),
+            ]
+        );
+        assert_eq!((h.stats().workers, h.stats().redispatched), (1, 1));
+    }
+
+    #[test]
+    fn a_disconnected_idle_worker_leaves_the_idle_list() {
+        let mut h = with_workers(config(), &["A", "B"]);
+        // Another peer's connection (a client of the backend that never sent READY, say): no one is gone.
+        assert_eq!(h.feed(50, Input::BackendDisconnected { connected: ids(&["A", "B"]).into_iter().collect() }), []);
+        assert_eq!(
+            h.feed(100, Input::BackendDisconnected { connected: ids(&["B", "X"]).into_iter().collect() }),
+            [event(QueueEvent::WorkerDisconnected { worker: id("A") })]
+        );
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(200, &r1), [dispatch("B", &r1)]);
+        assert_eq!((h.stats().workers, h.stats().idle, h.stats().redispatched), (1, 0, 0));
+        // It may come back.
+        assert_eq!(h.ready(300, "A"), [ready_event("A")]);
+    }
+
+    #[test]
+    fn an_unroutable_heartbeat_purges_its_worker() {
+        let mut h = with_workers(config(), &["A", "B"]);
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        assert_eq!(
+            h.feed(SECOND, Input::HeartbeatUnroutable { worker: id("A") }),
+            [
+                event(QueueEvent::Redispatched { worker: id("A") }),
+                event(QueueEvent::WorkerDisconnected { worker: id("A") }),
+                dispatch("B", &r1),
+            ]
+        );
+        // Reported again (or for a worker that never registered): nothing more happens.
+        assert_eq!(h.feed(SECOND, Input::HeartbeatUnroutable { worker: id("A") }), []);
+        assert_eq!(h.stats().workers, 1);
+    }
+
+    #[test]
+    fn a_failed_dispatch_goes_to_the_next_idle_worker_in_order() {
+        let mut h = Harness::new(config());
+        let (r1, r2) = (request("c1", "1"), request("c2", "2"));
+        for r in [&r1, &r2] {
+            h.broker.handle(h.at(0), Input::Request(r.clone()));
+        }
+        for w in ["A", "B", "C"] {
+            h.broker.handle(h.at(0), Input::FromWorker { worker: id(w), msg: Command::Ready.message() });
+        }
+        let now = h.at(0);
+        for w in ["A", "B", "C"] {
+            assert_eq!(h.broker.poll_action(now), Some(ready_event(w)));
+        }
+        assert_eq!(h.broker.poll_action(now), Some(dispatch("A", &r1)));
+        h.broker.handle(now, Input::DispatchFailed { worker: id("A") });
+        assert_eq!(
+            h.poll_all(0),
+            [event(QueueEvent::WorkerDisconnected { worker: id("A") }), dispatch("B", &r1), dispatch("C", &r2)]
+        );
+        // Never held, so not re-dispatched.
+        assert_eq!((h.stats().workers, h.stats().redispatched, h.stats().requests), (2, 0, 2));
+    }
+
+    #[test]
+    fn malformed_messages_are_dropped_and_their_senders_stay_usable() {
+        let mut h = with_workers(config(), &["A"]);
+        let malformed = |side, error| event(QueueEvent::Malformed { side, error });
+        assert_eq!(
+            h.feed(0, Input::Request(Message::from(vec!["c", "no envelope"]))),
+            [malformed("frontend", ProtocolError::MissingEnvelope)]
+        );
+        assert_eq!(
+            h.feed(0, Input::Request(Message::from(vec!["c", ""]))),
+            [malformed("frontend", ProtocolError::MissingContent)]
+        );
+        assert_eq!(h.stats().requests, 0);
+        assert_eq!(
+            h.worker_sends(0, "A", Message::single(Bytes::from_static(&[7]))),
+            [malformed("backend", ProtocolError::UnknownCommand(Bytes::from_static(&[7])))]
+        );
+        assert_eq!(
+            h.worker_sends(0, "A", Message::from(vec!["c", "no envelope"])),
+            [malformed("backend", ProtocolError::MissingEnvelope)]
+        );
+        assert_eq!(h.worker_sends(0, "A", Message::new()), [malformed("backend", ProtocolError::MissingEnvelope)]);
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(10, &r1), [dispatch("A", &r1)]);
+        assert_eq!(h.answer(20, "A", &r1), [Action::Reply(r1.clone())]);
+        assert_eq!((h.stats().replies_dropped, h.stats().requests, h.stats().replies), (0, 1, 1));
+    }
+
+    #[test]
+    fn heartbeats_go_every_interval_to_idle_and_busy_workers_without_catch_up_bursts() {
+        let mut h = with_workers(config(), &["A", "B"]);
+        let r1 = request("c1", "1");
+        assert_eq!(h.request(0, &r1), [dispatch("A", &r1)]);
+        assert_eq!(h.tick(999), []);
+        assert_eq!(split_heartbeats(h.tick(SECOND)), (ids(&["A", "B"]), vec![]));
+        assert_eq!(h.broker.next_wakeup(), h.at(2 * SECOND));
+        for w in ["A", "B"] {
+            assert_eq!(h.heartbeat(2600, w), []);
+        }
+        // Woken far too late (a stalled runtime): one heartbeat, then the schedule restarts from now.
+        assert_eq!(split_heartbeats(h.tick(5500)), (ids(&["A", "B"]), vec![]));
+        assert_eq!(h.broker.next_wakeup(), h.at(5600), "the expiry of workers last heard at 2.6 s comes first");
+        for w in ["A", "B"] {
+            assert_eq!(h.heartbeat(5550, w), []);
+        }
+        assert_eq!(h.tick(5600), [], "nothing expired, no heartbeat due");
+        assert_eq!(h.broker.next_wakeup(), h.at(6500));
+    }
+
+    #[test]
+    fn stats_count_every_outcome() {
+        let mut h = Harness::new(Queue { max_pending: 1, overflow: Overflow::DropOldest, ..config() });
+        let r = [request("c1", "1"), request("c2", "2"), request("c3", "3")];
+        h.request(0, &r[0]);
+        h.request(0, &r[1]); // drops r[0]
+        h.ready(0, "A"); // gets r[1]
+        h.ready(0, "B");
+        h.request(0, &r[2]); // to B
+        h.ready(10, "B"); // B restarts: r[2] goes out again, to B (A is busy)
+        h.answer(20, "A", &r[1]);
+        h.answer(30, "A", &r[1]); // dropped: A has no request now
+        h.answer(40, "B", &r[2]);
+        let expected = QueueStats {
+            workers: 2,
+            idle: 2,
+            pending: 0,
+            requests: 3,
+            replies: 2,
+            redispatched: 1,
+            replies_dropped: 1,
+            requests_dropped: 1,
+        };
+        assert_eq!(h.stats(), expected);
+    }
+
+    /// A small deterministic generator for the sequence test (no dependency, same run every time).
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// The broker's invariants, and the promises it makes to clients, after any sequence of inputs.
+    fn check_invariants(broker: &Broker, held: usize) {
+        let idle: HashSet<&Bytes> = broker.idle.iter().collect();
+        assert_eq!(idle.len(), broker.idle.len(), "a worker listed twice as idle: {:?}", broker.idle);
+        for (id, w) in &broker.workers {
+            assert_eq!(idle.contains(id), w.job.is_none() && !w.timed_out, "idle list wrong for {id:?}: {w:?}");
+        }
+        assert!(idle.iter().all(|id| broker.workers.contains_key(*id)), "an unknown worker is idle");
+        assert!(broker.pending.is_empty() || broker.idle.is_empty(), "a request waits beside an idle worker");
+        let jobs = broker.workers.values().filter(|w| w.job.is_some()).count();
+        assert_eq!(jobs, held);
+        let c = broker.counters;
+        assert_eq!(
+            c.requests,
+            c.replies + c.requests_dropped + (broker.pending.len() + jobs) as u64,
+            "every request is replied to, dropped, waiting or held"
+        );
+        if let Some(first) = broker.workers.values().map(|w| w.seen + broker.liveness_span).min() {
+            assert!(broker.next_expiry_check.is_some_and(|t| t <= first), "an expiry would be missed");
+        }
+    }
+
+    /// Random interleavings of every input, with sends that sometimes fail: the invariants hold
+    /// throughout and no client ever gets two replies.
+    #[test]
+    fn random_sequences_keep_the_invariants() {
+        const WORKERS: [&str; 4] = ["W0", "W1", "W2", "W3"];
+        // Summed over all runs, to show that the sequences reach every outcome.
+        let (mut totals, mut expired, mut timed_out) = (QueueStats::default(), 0, 0);
+        for seed in 1..=200u64 {
+            let mut rng = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let overflow = if seed % 2 == 0 { Overflow::DropOldest } else { Overflow::Backpressure };
+            let config = Queue {
+                max_pending: 1 + rng.below(4) as usize,
+                request_timeout: Duration::from_millis(500 + rng.below(3000)),
+                overflow,
+                ..config()
+            };
+            let base = Instant::now();
+            let mut broker = Broker::new(&config, base);
+            let mut now = base;
+            // What each worker was last sent, and everything it was ever sent (for late replies).
+            let mut current: HashMap<Bytes, Message> = HashMap::new();
+            let mut history: Vec<(Bytes, Message)> = Vec::new();
+            let mut replied = HashSet::new();
+            let mut next_request = 0u64;
+            for _ in 0..300 {
+                now += Duration::from_millis(rng.below(700));
+                let worker = Bytes::from_static(WORKERS[rng.below(4) as usize].as_bytes());
+                let input = match rng.below(10) {
+                    0 => Input::FromWorker { worker, msg: Command::Ready.message() },
+                    1 => Input::FromWorker { worker, msg: Command::Heartbeat.message() },
+                    2 | 3 => match current.get(&worker) {
+                        Some(request) => Input::FromWorker { worker, msg: request.clone() },
+                        None => Input::Tick,
+                    },
+                    4 if !history.is_empty() => {
+                        let (worker, request) = history[rng.below(history.len() as u64) as usize].clone();
+                        Input::FromWorker { worker, msg: request }
+                    }
+                    5 | 6 if overflow == Overflow::DropOldest || broker.accepts_requests() => {
+                        next_request += 1;
+                        let client = Bytes::from(format!("client-{next_request}"));
+                        Input::Request(Message::from(vec![client, Bytes::new(), Bytes::from_static(b"body")]))
+                    }
+                    7 => {
+                        let connected = WORKERS.iter().filter(|_| rng.below(4) != 0).map(|w| id(w)).collect();
+                        Input::BackendDisconnected { connected }
+                    }
+                    _ => Input::Tick,
+                };
+                let (is_request, waiting) = (matches!(input, Input::Request(_)), broker.pending.len());
+                broker.handle(now, input);
+                if is_request {
+                    // Requests back from lost workers may exceed the bound; a new one never grows it.
+                    assert!(broker.pending.len() <= waiting.max(broker.max_pending), "max_pending exceeded");
+                }
+                while let Some(action) = broker.poll_action(now) {
+                    match action {
+                        Action::Dispatch { worker, request } => {
+                            if rng.below(8) == 0 {
+                                broker.handle(now, Input::DispatchFailed { worker });
+                            } else {
+                                current.insert(worker.clone(), request.clone());
+                                history.push((worker, request));
+                            }
+                        }
+                        Action::Heartbeat { worker } => {
+                            if rng.below(16) == 0 {
+                                broker.handle(now, Input::HeartbeatUnroutable { worker });
+                            }
+                        }
+                        Action::Reply(reply) => assert!(replied.insert(reply[0].clone()), "two replies: {reply:?}"),
+                        Action::Event(QueueEvent::WorkerExpired { .. }) => expired += 1,
+                        Action::Event(QueueEvent::RequestTimedOut { .. }) => timed_out += 1,
+                        Action::Event(_) => {}
+                    }
+                }
+                let held = broker.workers.values().filter(|w| w.job.is_some()).count();
+                check_invariants(&broker, held);
+            }
+            let run = broker.stats();
+            totals.replies += run.replies;
+            totals.redispatched += run.redispatched;
+            totals.replies_dropped += run.replies_dropped;
+            totals.requests_dropped += run.requests_dropped;
+        }
+        assert!(expired > 0 && timed_out > 0, "{expired} expiries, {timed_out} timeouts");
+        let QueueStats { replies, redispatched, replies_dropped, requests_dropped, .. } = totals;
+        assert!(replies > 0 && redispatched > 0 && replies_dropped > 0 && requests_dropped > 0, "{totals:?}");
+    }
 }
