@@ -1,10 +1,6 @@
-//! # bstar — Binary Star over zmtp
+#![doc = include_str!("../README.md")]
 //!
-//! The ZeroMQ Guide's Binary Star pattern (chapter 4) as a library: a primary and a backup server
-//! that heartbeat their state to each other over PUB/SUB, where exactly one serves clients (ACTIVE)
-//! and the other stands by (PASSIVE). Failover is decided by the clients: a PASSIVE server takes
-//! over only when a client request arrives *and* the active's heartbeats have expired
-//! (2 × heartbeat). There is no automatic fail-back.
+//! ## Map of the crate
 //!
 //! - [`fsm`]: the state machine as a pure type, with the full transition table and the fatal
 //!   dual-active / dual-passive errors.
@@ -17,10 +13,11 @@
 //! - [`Curve`]: CURVE on the voter and on the state link between the pair.
 //!
 //! The binaries `bstarsrv` and `bstarcli` reproduce the Guide's example server pair and failover
-//! client. See the crate's README for the limitations of the pattern, and [`BinaryStar`] for a whole
-//! pair with a client in one process.
+//! client. See [`BinaryStar`] for a whole pair with a client in one process.
 //!
-//! The decisions, without any I/O — a primary and a backup meet, then the backup takes over only
+//! ## The decisions, without any I/O
+//!
+//! A primary and a backup meet, then the backup takes over only
 //! when the active has gone silent *and* a client votes for it:
 //!
 //! ```

@@ -1,34 +1,25 @@
-//! # zmtp — ZeroMQ in pure Rust
+#![doc = include_str!("../README.md")]
 //!
-//! A from-scratch implementation of ZMTP 3.0/3.1 on tokio, byte-compatible with libzmq, with no C
-//! anywhere in its dependency graph: it builds for static musl and cross-compiles like any Rust crate.
+//! ## Map of the crate
 //!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> zmtp::Result<()> {
-//! use zmtp::{Message, Socket, SocketType};
+//! - [`Socket`]: every socket type, its options (libzmq's names and defaults), `bind`/`connect`,
+//!   `send`/`recv` (cancel-safe), [`stream`](Socket::stream)/[`sink`](Socket::sink) and
+//!   [`monitor`](Socket::monitor) ([`MonitorEvent`]); [`Message`] is a list of frames.
+//! - [`security`]: CURVE keys, [`Security`](security::Security) (one value per socket role) and
+//!   authenticators (the ZAP model).
+//! - [`timeouts`]: how RCVTIMEO/SNDTIMEO and the Lazy Pirate retry look with tokio.
+//! - [`blocking`]: the same sockets for programs that do not run tokio.
+//! - [`Proxy`] / [`proxy`]: `zmq_proxy_steerable`; [`task`]: the handle of a background component
+//!   (what chp's servers and ppp's queue and worker return).
+//! - [`Error`]: one error type, with the peer-caused [`Fault`]s and [`Refusal`]s.
 //!
-//! let router = Socket::new(SocketType::Router);
-//! let endpoint = router.bind("tcp://127.0.0.1:*").await?;
-//!
-//! let dealer = Socket::new(SocketType::Dealer);
-//! dealer.set_routing_id("client-1")?;
-//! dealer.connect(&endpoint).await?;
-//! dealer.send("ping").await?;
-//!
-//! let request = router.recv().await?; // [routing id, "ping"]
-//! assert_eq!(request[0], "client-1");
-//! router.send(Message::from(vec![request[0].clone(), "pong".into()])).await?;
-//! assert_eq!(dealer.recv().await?[0], "pong");
-//! # Ok(()) }
-//! ```
-//!
-//! Layers: `wire` is the sans-IO protocol (greeting, frames, commands, handshake) — its own `no_std`
-//! crate, [`zmtp-wire`](https://docs.rs/zmtp-wire), for embedded users; the engine runs
-//! one connection; the supervisor makes and remakes connections; the socket core routes messages
-//! between connections by the socket type's patterns. Only the socket API, its errors, monitor
-//! events and [`security`] are public; the protocol layers are internal (the `internals` feature
-//! exposes them, without semver promises, to the fuzz targets, the interop tests and benchmarks).
+//! Layers, each importing only the ones below it: `wire` is the sans-IO protocol (greeting,
+//! frames, commands, handshake) — its own `no_std` crate, [`zmtp-wire`](https://docs.rs/zmtp-wire),
+//! for embedded users; the engine runs one connection; the supervisor makes and remakes
+//! connections; the socket core routes messages between connections by the socket type's
+//! patterns. Only the socket API, its errors, monitor events and the modules above are public;
+//! the protocol layers are internal (the `internals` feature exposes them, without semver
+//! promises, to the fuzz targets, the interop tests and benchmarks).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

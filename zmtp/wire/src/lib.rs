@@ -1,7 +1,6 @@
-//! The sans-IO ZMTP 3.x wire protocol (ZeroMQ's RFC 23/37): bytes in, typed values out.
+#![doc = include_str!("../README.md")]
 //!
-//! `no_std` + `alloc`: nothing in here knows about an operating system, a runtime, sockets or tasks.
-//! It is what the `zmtp` stack runs on tokio, and what an embedded user wires to their own TCP stack:
+//! ## Map of the crate
 //!
 //! - [`greeting`]: the 64-byte greeting, sent and decoded ([`Greeting`], [`GreetingDecoder`]);
 //! - [`frame`]: the frame codec ([`FrameCodec`]), zero-copy over [`bytes`];
@@ -11,10 +10,7 @@
 //! - [`curve_crypto`]: CurveZMQ's keys and the per-connection MESSAGE cipher; [`z85`]: key text;
 //! - [`zap`]: the request/reply an authenticator (RFC 27) sees.
 //!
-//! Every bad input is a typed error; no decoder allocates by a size the peer announced before the
-//! bytes have arrived. Randomness (CURVE's transient keys and nonces) comes from a
-//! [`rand_core::CryptoRngCore`] the caller passes in; the `std` feature (on by default) adds the
-//! operating system's generator ([`rand_core::OsRng`]) and [`KeyPair::generate`].
+//! ## A handshake by hand
 //!
 //! A NULL handshake driven by hand, bytes in and bytes out (`examples/handshake_by_hand.rs` does the
 //! same for CURVE, and talks to libzmq over a TCP stream):
