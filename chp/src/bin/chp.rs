@@ -258,9 +258,11 @@ fn usage(message: impl Into<String>) -> Failure {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Client commands report connection problems themselves (a refused handshake, say), so
-    // zmtp's own connection warnings would only repeat them.
-    let default_level = if matches!(cli.command, Cmd::Server { .. }) { "info" } else { "warn,zmtp=error" };
+    // What a server does (listening, roles, the peer) is said once, as a line on stdout; the log
+    // (stderr) carries what goes wrong, so its default is `warn` (`RUST_LOG=info` adds the
+    // library's own account of the same events). Client commands report connection problems
+    // themselves (a refused handshake, say), so zmtp's own connection warnings would repeat them.
+    let default_level = if matches!(cli.command, Cmd::Server { .. }) { "warn" } else { "warn,zmtp=error" };
     zmtp::logging::init(default_level, true);
     match run(cli.command).await {
         Ok(code) => code,
