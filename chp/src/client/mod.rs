@@ -60,6 +60,7 @@
 //! ```
 
 mod agent;
+mod attempt;
 mod failure;
 mod recent;
 pub(crate) mod replica;

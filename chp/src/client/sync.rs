@@ -1,17 +1,17 @@
 //! One attempt's synchronisation with a server, as a pure state machine: parsed messages in,
 //! decisions out; no sockets, no clock, no replica (the agent carries the decisions out).
 //!
-//! ```text
-//!            ICANHAZ? at once
-//!                  │
-//!                  ▼
-//!   ┌──────── Syncing(Early) ── KTHXBAI older than the subscription ──┐
-//!   │ KTHXBAI, the subscriber silent so far    │ KTHXBAI covered by    │
-//!   ▼                                          │ the subscriber        ▼
-//! Loaded ── first KVPUB covers it ──► Active ◄─┘                Syncing(Live)
-//!   │                                   ▲                            │
-//!   └─ anything else: ask again ──► Syncing(Live, reload) ─ KTHXBAI ─┘
-//! ```
+//! | state | input | next state | the agent |
+//! |---|---|---|---|
+//! | Syncing (early) | subscriber message | same: first message noted, KVPUB queued | — |
+//! | Syncing (early) | KTHXBAI, the subscriber silent so far | Loaded | loads it: `Status::Loaded` |
+//! | Syncing (early) | KTHXBAI covered by the first message | Active | loads it: `Status::Active` |
+//! | Syncing (early) | KTHXBAI not covered by the first message | Syncing (live), queue kept | asks again |
+//! | Syncing (live) | KTHXBAI | Active | loads it (no second `Synced` after a reload) |
+//! | Loaded | first message a KVPUB covering it | Active | `Status::Active`, applies it |
+//! | Loaded | first message anything else | Syncing (live, reload) | asks again |
+//! | Active | KVPUB | Active | applies it |
+//! | any but Syncing | snapshot reply | same | ignores it |
 //!
 //! The snapshot is asked for at once (as the reference client does), not after the subscription
 //! has proven live: a one-shot `get` then answers in one round trip instead of waiting up to a
