@@ -165,6 +165,36 @@ impl Deref for Server {
     }
 }
 
+/// The CHP sockets' limits, the same on a single server and on a pair server.
+impl ServerConfig {
+    /// The SNAPSHOT socket's: a full per-peer queue blocks the stream (ROUTER_MANDATORY), so a
+    /// snapshot goes no faster than its client reads.
+    fn limit_snapshot(&self, snapshot: &Socket) {
+        snapshot.set_router_mandatory(true);
+        snapshot.set_sndhwm(10_000);
+        snapshot.set_sndhwm_bytes(self.snapshot_peer_bytes);
+    }
+
+    /// A PUBLISHER socket with the per-subscriber queue limits.
+    fn publisher(&self) -> Socket {
+        let publisher = Socket::new(SocketType::Pub);
+        publisher.set_linger(Some(Duration::ZERO));
+        publisher.set_sndhwm(self.queue_limit);
+        publisher.set_sndhwm_bytes(self.subscriber_bytes);
+        publisher
+    }
+
+    /// A COLLECTOR socket subscribed to everything, refusing frames larger than a KVSET can be.
+    fn collector(&self) -> Socket {
+        let collector = Socket::new(SocketType::Sub);
+        collector.set_linger(Some(Duration::ZERO));
+        collector.set_rcvhwm(self.queue_limit);
+        collector.set_maxmsgsize(Some(self.max_value_len.max(crate::kvmsg::MAX_KEY_LEN) as u64 + 1024));
+        collector.subscribe("").expect("SUB socket");
+        collector
+    }
+}
+
 fn port_of(endpoint: &str) -> Option<u16> {
     endpoint.rsplit_once(':')?.1.parse().ok()
 }
@@ -177,19 +207,10 @@ async fn bind_sockets(config: &ServerConfig) -> Result<(Sockets, zmtp::Monitor),
     let bind = |port: u16| format!("tcp://{}:{port}", config.bind);
     for _ in 0..ATTEMPTS {
         let snapshot = Socket::new(SocketType::Router);
-        let publisher = Socket::new(SocketType::Pub);
-        let collector = Socket::new(SocketType::Sub);
-        for s in [&snapshot, &publisher, &collector] {
-            s.set_linger(Some(Duration::ZERO));
-        }
-        snapshot.set_router_mandatory(true);
-        snapshot.set_sndhwm(10_000);
-        snapshot.set_sndhwm_bytes(config.snapshot_peer_bytes);
-        publisher.set_sndhwm(config.queue_limit);
-        publisher.set_sndhwm_bytes(config.subscriber_bytes);
-        collector.set_rcvhwm(config.queue_limit);
-        collector.set_maxmsgsize(Some(config.max_value_len.max(crate::kvmsg::MAX_KEY_LEN) as u64 + 1024));
-        collector.subscribe("").expect("SUB socket");
+        snapshot.set_linger(Some(Duration::ZERO));
+        config.limit_snapshot(&snapshot);
+        let publisher = config.publisher();
+        let collector = config.collector();
         if let Some(curve) = &config.curve {
             for s in [&snapshot, &publisher, &collector] {
                 curve.server(s, false);

@@ -71,22 +71,9 @@ impl Sockets {
             }
             other => other.into(),
         })?;
-        let handle = star.handle();
-        let snapshot = handle.voter().clone();
-        snapshot.set_router_mandatory(true);
-        snapshot.set_sndhwm(10_000);
-        snapshot.set_sndhwm_bytes(server.snapshot_peer_bytes);
-
-        let publisher = Socket::new(SocketType::Pub);
-        let collector = Socket::new(SocketType::Sub);
-        for s in [&publisher, &collector] {
-            s.set_linger(Some(Duration::ZERO));
-        }
-        publisher.set_sndhwm(server.queue_limit);
-        publisher.set_sndhwm_bytes(server.subscriber_bytes);
-        collector.set_rcvhwm(server.queue_limit);
-        collector.set_maxmsgsize(Some(server.max_value_len.max(crate::kvmsg::MAX_KEY_LEN) as u64 + 1024));
-        collector.subscribe("").expect("SUB socket");
+        server.limit_snapshot(star.handle().voter());
+        let publisher = server.publisher();
+        let collector = server.collector();
         if let Some(curve) = &server.curve {
             // The peer follows our publisher (while passive): admitted even with an allow list.
             curve.server(&publisher, true);

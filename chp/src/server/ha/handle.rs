@@ -92,6 +92,9 @@ pub enum HaEvent {
     Stopped(Option<String>),
 }
 
+/// Events kept for a reader that falls behind (it then skips the oldest).
+const EVENTS_KEPT: usize = 1024;
+
 /// What the driver publishes and the handle reads.
 pub(super) struct HaShared {
     /// The status now (the driver updates it after each event it handles).
@@ -135,7 +138,7 @@ impl HaServer {
             running: true,
             fatal: None,
         };
-        let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(1024).0 });
+        let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(EVENTS_KEPT).0 });
         let task = driver::spawn(config, sockets, view.shared().clone(), ha.clone());
         tracing::info!(address = %view.address(), side = %star.status().side, "CHP pair server listening");
         Ok(HaServer { view, ha, star, task })
