@@ -1,4 +1,5 @@
-//! Endpoint strings: `tcp://host:port`, `ipc://path`, `inproc://name`.
+//! Endpoint strings: `tcp://host:port` (with libzmq's `tcp://source;host:port` to connect from a
+//! chosen interface or address), `ipc://path`, `inproc://name`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -11,8 +12,11 @@ use crate::error::Error;
 /// ```
 /// use zmtp::Endpoint;
 /// let ep: Endpoint = "tcp://127.0.0.1:5555".parse().unwrap();
-/// assert_eq!(ep, Endpoint::Tcp { host: "127.0.0.1".into(), port: 5555 });
+/// assert_eq!(ep, Endpoint::Tcp { host: "127.0.0.1".into(), port: 5555, source: None });
 /// assert!("tcp://[::1]:*".parse::<Endpoint>().is_ok());
+/// // Connect from the interface `eth0` (any local port), as libzmq writes it:
+/// let ep: Endpoint = "tcp://eth0:0;10.0.0.1:5555".parse().unwrap();
+/// assert_eq!(ep, Endpoint::Tcp { host: "10.0.0.1".into(), port: 5555, source: Some("eth0:0".into()) });
 /// assert!("udp://x:1".parse::<Endpoint>().is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -23,6 +27,10 @@ pub enum Endpoint {
         host: String,
         /// Port (0 when `*` or `0` was given).
         port: u16,
+        /// Connect only: where the connection comes from, as libzmq's `tcp://SOURCE;host:port`
+        /// writes it — an interface name, an IP address or `*`, with an optional `:port` (`:0`
+        /// or none: any). Never resolved through DNS, as in libzmq.
+        source: Option<String>,
     },
     /// A Unix domain socket path (`*` = a fresh temporary path on bind). Unix only: elsewhere
     /// `ipc://` does not parse ([`Error::UnsupportedTransport`]).
@@ -39,6 +47,15 @@ impl FromStr for Endpoint {
         let (scheme, rest) = s.split_once("://").ok_or_else(|| bad("expected transport://address"))?;
         match scheme {
             "tcp" => {
+                let (source, rest) = match rest.split_once(';') {
+                    Some((source, rest)) => {
+                        if SourceAddress::parse(source).is_none() || rest.contains(';') {
+                            return Err(bad("expected source;host:port with source an interface or address"));
+                        }
+                        (Some(source.to_owned()), rest)
+                    }
+                    None => (None, rest),
+                };
                 let (host, port) = rest.rsplit_once(':').ok_or_else(|| bad("expected host:port"))?;
                 let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
                 if host.is_empty() {
@@ -48,7 +65,7 @@ impl FromStr for Endpoint {
                     "*" | "0" => 0,
                     p => p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| bad("invalid port"))?,
                 };
-                Ok(Endpoint::Tcp { host: host.to_owned(), port })
+                Ok(Endpoint::Tcp { host: host.to_owned(), port, source })
             }
             // ipc:// is Unix domain sockets: refused at once where the OS has none, rather than
             // failing on every reconnect.
@@ -61,13 +78,47 @@ impl FromStr for Endpoint {
     }
 }
 
+/// A parsed source address: `name[:port]`, `[v6]:port` or a bare IPv6 literal; `name` is `*`, an IP
+/// address or an interface name (resolved when connecting).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SourceAddress<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) port: u16,
+}
+
+impl<'a> SourceAddress<'a> {
+    pub(crate) fn parse(text: &'a str) -> Option<SourceAddress<'a>> {
+        if text.is_empty() || text.contains(';') {
+            return None;
+        }
+        if text.parse::<std::net::Ipv6Addr>().is_ok() {
+            return Some(SourceAddress { name: text, port: 0 });
+        }
+        let (name, port) = match text.rsplit_once(':') {
+            Some((name, port)) => {
+                let port = match port {
+                    "*" => 0,
+                    p => p.parse::<u16>().ok()?,
+                };
+                (name, port)
+            }
+            None => (text, 0),
+        };
+        let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+        (!name.is_empty()).then_some(SourceAddress { name, port })
+    }
+}
+
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Endpoint::Tcp { host, port } if host.contains(':') => {
-                write!(f, "tcp://[{host}]:{port}")
+            Endpoint::Tcp { host, port, source } => {
+                f.write_str("tcp://")?;
+                if let Some(source) = source {
+                    write!(f, "{source};")?;
+                }
+                if host.contains(':') { write!(f, "[{host}]:{port}") } else { write!(f, "{host}:{port}") }
             }
-            Endpoint::Tcp { host, port } => write!(f, "tcp://{host}:{port}"),
             Endpoint::Ipc(p) => write!(f, "ipc://{}", p.display()),
             Endpoint::Inproc(n) => write!(f, "inproc://{n}"),
         }
@@ -80,7 +131,7 @@ mod tests {
 
     #[test]
     fn parses_every_form() {
-        let tcp = |h: &str, p| Endpoint::Tcp { host: h.into(), port: p };
+        let tcp = |h: &str, p| Endpoint::Tcp { host: h.into(), port: p, source: None };
         assert_eq!("tcp://*:0".parse::<Endpoint>().unwrap(), tcp("*", 0));
         assert_eq!("tcp://*:*".parse::<Endpoint>().unwrap(), tcp("*", 0));
         assert_eq!("tcp://[::1]:5".parse::<Endpoint>().unwrap(), tcp("::1", 5));
@@ -88,8 +139,32 @@ mod tests {
         assert_eq!("ipc:///tmp/x".parse::<Endpoint>().unwrap(), Endpoint::Ipc("/tmp/x".into()));
         assert_eq!("inproc://a".parse::<Endpoint>().unwrap(), Endpoint::Inproc("a".into()));
         assert_eq!(tcp("::1", 5).to_string(), "tcp://[::1]:5");
-        for bad in ["tcp://host", "tcp://:5", "tcp://h:70000", "tcp://h:x", "inproc://", "ipc://", "nope", "pgm://a:1"]
-        {
+        let from = |s: &str, h: &str, p| Endpoint::Tcp { host: h.into(), port: p, source: Some(s.into()) };
+        for (text, ep) in [
+            ("tcp://eth0:0;10.0.0.1:5555", from("eth0:0", "10.0.0.1", 5555)),
+            ("tcp://eth0;host:1", from("eth0", "host", 1)),
+            ("tcp://192.168.1.17:5555;192.168.1.1:5555", from("192.168.1.17:5555", "192.168.1.1", 5555)),
+            ("tcp://[::1]:*;[::1]:7", from("[::1]:*", "::1", 7)),
+        ] {
+            assert_eq!(text.parse::<Endpoint>().unwrap(), ep, "{text}");
+            assert_eq!(ep.to_string(), text);
+        }
+        assert_eq!(SourceAddress::parse("::1"), Some(SourceAddress { name: "::1", port: 0 }));
+        assert_eq!(SourceAddress::parse("[::1]:9"), Some(SourceAddress { name: "::1", port: 9 }));
+        assert_eq!(SourceAddress::parse("lo"), Some(SourceAddress { name: "lo", port: 0 }));
+        for bad in [
+            "tcp://host",
+            "tcp://:5",
+            "tcp://h:70000",
+            "tcp://h:x",
+            "inproc://",
+            "ipc://",
+            "nope",
+            "pgm://a:1",
+            "tcp://;h:1",
+            "tcp://eth0:x;h:1",
+            "tcp://a;b;h:1",
+        ] {
             assert!(bad.parse::<Endpoint>().is_err(), "{bad}");
         }
     }

@@ -70,7 +70,11 @@ impl Listener {
     /// Binds; returns the listener and the endpoint as actually bound (wildcards and ports resolved).
     pub async fn bind(endpoint: &Endpoint, ipv6: bool) -> Result<(Listener, String)> {
         match endpoint {
-            Endpoint::Tcp { host, port } => {
+            Endpoint::Tcp { source: Some(_), .. } => Err(crate::error::Error::InvalidEndpoint(
+                endpoint.to_string(),
+                "a source address (before ';') only applies to connect",
+            )),
+            Endpoint::Tcp { host, port, source: None } => {
                 let (l, name) = tcp::bind(host, *port, ipv6).await?;
                 Ok((Listener::Tcp(l), name))
             }
@@ -110,8 +114,8 @@ pub async fn inproc_raw_connect(name: &str) -> tokio::io::DuplexStream {
 /// Connects once (inproc: waits until the name is bound).
 pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(Connection, String)> {
     match endpoint {
-        Endpoint::Tcp { host, port } => {
-            let s = tcp::connect(host, *port).await?;
+        Endpoint::Tcp { host, port, source } => {
+            let s = tcp::connect(host, *port, source.as_deref()).await?;
             let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
             Ok((Connection::Tcp(s), peer))
         }

@@ -1,10 +1,12 @@
-//! TCP: wildcard, interface names and OS-assigned ports on bind, name resolution on connect,
-//! TCP_NODELAY always.
+//! TCP: wildcard, interface names and OS-assigned ports on bind, name resolution on connect (from
+//! a chosen source interface or address if asked), TCP_NODELAY always.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use tokio::net::{TcpListener, TcpStream, lookup_host};
+use tokio::net::{TcpListener, TcpSocket, TcpStream, lookup_host};
+
+use super::endpoint::SourceAddress;
 
 /// The bind address of `host`, in libzmq's order: `*` (every interface), an IP address, the name
 /// of a network interface (`lo`, `eth0`: its first IPv4 address, or IPv6 too with the IPV6
@@ -45,10 +47,43 @@ pub(super) async fn bind(host: &str, port: u16, ipv6: bool) -> io::Result<(TcpLi
     Ok((listener, name))
 }
 
-pub(super) async fn connect(host: &str, port: u16) -> io::Result<TcpStream> {
-    let stream = TcpStream::connect((host, port)).await?;
+pub(super) async fn connect(host: &str, port: u16, source: Option<&str>) -> io::Result<TcpStream> {
+    let stream = match source {
+        None => TcpStream::connect((host, port)).await?,
+        Some(source) => connect_from(source, host, port).await?,
+    };
     configure(&stream);
     Ok(stream)
+}
+
+/// Connects from `source` (libzmq's `tcp://source;host:port`): binds the local end to that address
+/// first. The source is `*`, an IP address or an interface name — never looked up in DNS, as in
+/// libzmq. The destination is its first resolved address that the source has a local address of
+/// the same family for.
+async fn connect_from(source: &str, host: &str, port: u16) -> io::Result<TcpStream> {
+    let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+    let source = SourceAddress::parse(source).ok_or_else(|| invalid(format!("invalid source address {source:?}")))?;
+    let locals: Vec<IpAddr> = match source.name {
+        "*" => vec![IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V6(Ipv6Addr::UNSPECIFIED)],
+        name => match name.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => if_addrs::get_if_addrs()?.into_iter().filter(|i| i.name == name).map(|i| i.ip()).collect(),
+        },
+    };
+    if locals.is_empty() {
+        return Err(invalid(format!("source {:?} is neither an IP address nor a network interface", source.name)));
+    }
+    let (local, remote) = lookup_host((host, port))
+        .await?
+        .find_map(|remote| locals.iter().find(|ip| ip.is_ipv4() == remote.is_ipv4()).map(|&ip| (ip, remote)))
+        .ok_or_else(|| invalid(format!("{host:?} has no address of the family of source {:?}", source.name)))?;
+    let socket = if remote.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    if source.port != 0 {
+        // A fixed source port can be bound again at once when the connection is remade.
+        socket.set_reuseaddr(true)?;
+    }
+    socket.bind(SocketAddr::new(local, source.port))?;
+    socket.connect(remote).await
 }
 
 pub(super) fn configure(stream: &TcpStream) {
@@ -94,5 +129,30 @@ mod tests {
         assert_eq!(bind_address("localhost", 5, false).await.unwrap().port(), 5);
         let err = bind_address("no-such-interface-or-host.invalid", 5, false).await.unwrap_err();
         assert!(err.to_string().contains("network interface"), "{err}");
+    }
+
+    /// The peer address the listener sees for a connection made from `source`.
+    async fn seen_from(source: &str) -> io::Result<SocketAddr> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _stream = connect("127.0.0.1", port, Some(source)).await?;
+        Ok(listener.accept().await.unwrap().1)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn connects_from_a_source_address_interface_or_port() {
+        // Linux routes all of 127.0.0.0/8 to the loopback interface, so 127.0.0.2 is a local address.
+        if cfg!(target_os = "linux") {
+            assert_eq!(seen_from("127.0.0.2").await.unwrap().ip(), "127.0.0.2".parse::<IpAddr>().unwrap());
+            assert_eq!(seen_from("lo:0").await.unwrap().ip(), "127.0.0.1".parse::<IpAddr>().unwrap());
+        }
+        assert!(seen_from("*").await.unwrap().ip().is_loopback());
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        assert_eq!(seen_from(&format!("127.0.0.1:{port}")).await.unwrap().port(), port);
+        let err = seen_from("no-such-interface").await.unwrap_err();
+        assert!(err.to_string().contains("network interface"), "{err}");
+        // An IPv6 source cannot reach an IPv4-only destination.
+        let err = seen_from("::1").await.unwrap_err();
+        assert!(err.to_string().contains("family"), "{err}");
     }
 }

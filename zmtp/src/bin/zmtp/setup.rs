@@ -30,7 +30,7 @@ pub async fn check_endpoint(endpoint: &str, direction: Direction) -> Result<(), 
         (Endpoint::Tcp { port: 0, .. }, Direction::Connect) => {
             Err(usage(format!("cannot connect to {endpoint:?}: name the port to connect to")))
         }
-        (Endpoint::Tcp { host, port }, Direction::Connect) => {
+        (Endpoint::Tcp { host, port, .. }, Direction::Connect) => {
             match tokio::net::lookup_host((host.as_str(), *port)).await {
                 Ok(_) => Ok(()),
                 Err(e) => Err(failed(format!("cannot connect to {endpoint:?}: cannot resolve host {host:?}: {e}"))),
