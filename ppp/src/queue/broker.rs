@@ -12,6 +12,9 @@
 //! at once, as [`Input::HeartbeatUnroutable`] or [`Input::DispatchFailed`], before it polls the
 //! next action: requests are handed out one [`Action::Dispatch`] at a time, so the request of a
 //! failed dispatch goes to the very next idle worker, in the order it had.
+//!
+//! The fuzz target `ppp_broker` compiles this file by path, so it reaches the rest of the crate
+//! only through `super::` (the queue's public types), `crate::display_id` and `crate::protocol`.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
