@@ -262,6 +262,15 @@ impl fmt::Debug for Security {
     }
 }
 
+/// Writes a key pair to stdout as `zmtp keygen`, `chp keygen` and `ppp keygen` all print it:
+/// `public: <Z85>` then `secret: <Z85>`. A closed stdout (`| head -1`) is not worth a panic: the
+/// output is simply cut short.
+pub fn print_keygen(keys: &KeyPair) {
+    use std::io::Write;
+    let text = format!("public: {}\nsecret: {}\n", keys.public_z85(), keys.secret_z85());
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
 /// Decides whether a peer may connect. Called once per handshake, on the connection's task.
 ///
 /// Any `Fn(&ZapRequest) -> ZapReply` is an authenticator:

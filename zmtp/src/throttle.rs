@@ -6,6 +6,11 @@
 //! beyond that events are only counted, and the next line allowed for that cause says how many
 //! were suppressed.
 //!
+//! What one peer keeps repeating — a client with the wrong CURVE key reconnects every 100 ms and
+//! fails the same way each time — is one situation, not ten a second: [`allow_from`] logs a
+//! cause at most once per [`PERIOD`] *per peer* (and still at most [`BURST`] lines per period over
+//! all peers), so each misconfigured peer is named once and a crowd of them cannot flood either.
+//!
 //! ```
 //! if let Some(suppressed) = zmtp::throttle::allow("bad KVSET") {
 //!     // log it, with `suppressed` similar events not logged since the last line
@@ -22,10 +27,16 @@ pub const BURST: u32 = 10;
 /// The period over which [`BURST`] lines are allowed.
 pub const PERIOD: Duration = Duration::from_secs(10);
 
+/// Peers remembered per period by [`Throttle::allow_from_at`]: beyond this many, further peers are
+/// limited by their cause's window alone (the memory is bounded whatever peers do).
+pub const MAX_PEERS: usize = 1024;
+
 /// Per-cause windows (see the [module docs](self)).
 #[derive(Debug, Default)]
 pub struct Throttle {
     causes: Mutex<HashMap<&'static str, Window>>,
+    /// When each (cause, peer) was last logged, within the current period.
+    peers: Mutex<HashMap<(&'static str, String), Instant>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -55,10 +66,51 @@ impl Throttle {
     }
 }
 
+impl Throttle {
+    /// Like [`allow_at`](Self::allow_at), for an event a given `peer` (its address, without the
+    /// port: a reconnecting peer changes port) caused: at most one line per peer per [`PERIOD`].
+    pub fn allow_from_at(&self, cause: &'static str, peer: &str, now: Instant) -> Option<u64> {
+        {
+            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+            let key = (cause, peer.to_owned());
+            match peers.get(&key) {
+                Some(&logged) if now.saturating_duration_since(logged) < PERIOD => {
+                    drop(peers);
+                    self.count_suppressed(cause, now);
+                    return None;
+                }
+                _ => {
+                    if peers.len() >= MAX_PEERS {
+                        peers.retain(|_, logged| now.saturating_duration_since(*logged) < PERIOD);
+                    }
+                    if peers.len() < MAX_PEERS {
+                        peers.insert(key, now);
+                    }
+                }
+            }
+        }
+        self.allow_at(cause, now)
+    }
+
+    fn count_suppressed(&self, cause: &'static str, now: Instant) {
+        let mut causes = self.causes.lock().unwrap_or_else(|e| e.into_inner());
+        causes.entry(cause).or_insert(Window { started: now, logged: 0, suppressed: 0 }).suppressed += 1;
+    }
+}
+
+fn global() -> &'static Throttle {
+    static GLOBAL: OnceLock<Throttle> = OnceLock::new();
+    GLOBAL.get_or_init(Throttle::default)
+}
+
 /// [`Throttle::allow_at`] now, on the process-wide throttle.
 pub fn allow(cause: &'static str) -> Option<u64> {
-    static GLOBAL: OnceLock<Throttle> = OnceLock::new();
-    GLOBAL.get_or_init(Throttle::default).allow_at(cause, Instant::now())
+    global().allow_at(cause, Instant::now())
+}
+
+/// [`Throttle::allow_from_at`] now, on the process-wide throttle.
+pub fn allow_from(cause: &'static str, peer: &str) -> Option<u64> {
+    global().allow_from_at(cause, peer, Instant::now())
 }
 
 #[cfg(test)]
@@ -80,5 +132,30 @@ mod tests {
         // The next period: logged again, saying how many were not.
         assert_eq!(t.allow_at("junk", t0 + PERIOD), Some(5000));
         assert_eq!(t.allow_at("junk", t0 + PERIOD), Some(0));
+    }
+
+    #[test]
+    fn a_repeating_peer_is_named_once_per_period_and_counted_in_between() {
+        let t = Throttle::default();
+        let t0 = Instant::now();
+        assert_eq!(t.allow_from_at("handshake", "10.0.0.1", t0), Some(0));
+        for i in 1..=50 {
+            assert_eq!(t.allow_from_at("handshake", "10.0.0.1", t0 + Duration::from_millis(100 * i)), None);
+        }
+        // Another peer with the same problem is named at once, and says what was held back.
+        assert_eq!(t.allow_from_at("handshake", "10.0.0.2", t0 + Duration::from_secs(6)), Some(50));
+        assert_eq!(t.allow_from_at("handshake", "10.0.0.1", t0 + PERIOD), Some(0));
+    }
+
+    #[test]
+    fn many_peers_are_still_bounded_by_the_cause_and_in_memory() {
+        let t = Throttle::default();
+        let t0 = Instant::now();
+        let logged = (0..5000).filter(|i| t.allow_from_at("junk", &format!("peer-{i}"), t0).is_some()).count();
+        assert_eq!(logged, BURST as usize);
+        assert!(t.peers.lock().unwrap().len() <= MAX_PEERS);
+        // A period later the old entries make room again.
+        assert!(t.allow_from_at("junk", "peer-new", t0 + PERIOD).is_some());
+        assert!(t.peers.lock().unwrap().len() <= MAX_PEERS);
     }
 }

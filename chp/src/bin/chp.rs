@@ -350,8 +350,7 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
         }
         Cmd::Watch { subtree, conn } => watch(parse_subtree(&subtree)?, conn).await,
         Cmd::Keygen => {
-            let keys = KeyPair::generate();
-            println!("public: {}\nsecret: {}", keys.public_z85(), keys.secret_z85());
+            zmtp::security::print_keygen(&KeyPair::generate());
             Ok(ExitCode::SUCCESS)
         }
     }

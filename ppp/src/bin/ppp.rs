@@ -265,8 +265,7 @@ async fn main() -> ExitCode {
         Command::Worker(args) => run_worker(args).await,
         Command::Client(args) => run_client(args).await,
         Command::Keygen => {
-            let keys = KeyPair::generate();
-            println!("public: {}\nsecret: {}", keys.public_z85(), keys.secret_z85());
+            zmtp::security::print_keygen(&KeyPair::generate());
             Ok(ExitCode::SUCCESS)
         }
     };

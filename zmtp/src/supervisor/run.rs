@@ -43,7 +43,10 @@ pub(super) fn log_end(endpoint: &str, peer: &str, result: &Result<(), Arc<Connec
         }
         Err(ConnectionError::PeerClosed) => tracing::debug!(endpoint, peer, "peer disconnected"),
         Err(e) if e.is_protocol() => {
-            if let Some(suppressed) = crate::throttle::allow("protocol error") {
+            // A peer that keeps failing the same way (a wrong CURVE key, reconnecting every 100 ms)
+            // is named once per period, not on every attempt.
+            let ip = peer.rsplit_once(':').map_or(peer, |(ip, _port)| ip);
+            if let Some(suppressed) = crate::throttle::allow_from("protocol error", ip) {
                 tracing::warn!(endpoint, peer, error = %e, suppressed, "protocol error, connection dropped")
             }
         }

@@ -15,7 +15,6 @@ use crate::cli::Invocation;
 use crate::error::CliError;
 
 fn main() {
-    init_tracing();
     let code = match execute() {
         Ok(()) => 0,
         Err(e) => {
@@ -32,6 +31,7 @@ fn main() {
 
 fn execute() -> Result<(), CliError> {
     let invocation = cli::parse()?;
+    init_tracing(&invocation);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -41,15 +41,21 @@ fn execute() -> Result<(), CliError> {
             Invocation::Socket(t, args) => run::run(t, *args).await,
             Invocation::Proxy(args) => proxy::run(args).await,
             Invocation::Keygen => {
-                let keys = zmtp::security::KeyPair::generate();
-                println!("public: {}\nsecret: {}", keys.public_z85(), keys.secret_z85());
+                zmtp::security::print_keygen(&zmtp::security::KeyPair::generate());
                 Ok(())
             }
         }
     })
 }
 
-/// `RUST_LOG` (e.g. `RUST_LOG=debug`) controls tracing on stderr; warnings show by default.
-fn init_tracing() {
-    zmtp::logging::init("warn", false);
+/// `RUST_LOG` (e.g. `RUST_LOG=debug`) controls tracing on stderr; warnings show by default. With
+/// `-v` the connection events are printed as lines of their own, so zmtp's warnings about the same
+/// connections would say everything twice: only errors are logged then.
+fn init_tracing(invocation: &Invocation) {
+    let verbose = match invocation {
+        Invocation::Socket(_, args) => args.verbose,
+        Invocation::Proxy(args) => args.verbose,
+        Invocation::Keygen => false,
+    };
+    zmtp::logging::init(if verbose { "error" } else { "warn" }, false);
 }

@@ -76,6 +76,7 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
         _ => Some(Source::new(&args.messages, args.repeat, framing)?),
     };
     let (socket, mut connects) = setup::open(t, &args).await?;
+    let handshake_failure = connects.failure();
     let progress = Progress::default();
     let job = Job {
         socket: socket.clone(),
@@ -110,7 +111,13 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
         None => work.await,
         Some(limit) => match tokio::time::timeout(limit, work).await {
             Ok(result) => result,
-            Err(_) => judge(role, &progress, total, count, limit),
+            Err(_) => judge(role, &progress, total, count, limit).map_err(|e| match e {
+                CliError::TimedOut(why) => match handshake_failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    Some(failure) => CliError::TimedOut(format!("{why}; {failure}")),
+                    None => CliError::TimedOut(why),
+                },
+                other => other,
+            }),
         },
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -40,30 +41,58 @@ pub async fn check_endpoint(endpoint: &str, direction: Direction) -> Result<(), 
     }
 }
 
-/// Tracks which `--connect` endpoints have completed a handshake at least once.
+/// Tracks which `--connect` endpoints have completed a handshake at least once, and why the last
+/// handshake with one that never has failed (said when the run times out: without it, a wrong
+/// CURVE key would only show as "no reply").
 pub struct ConnectWatch {
     connected: watch::Receiver<usize>,
     wanted: usize,
+    failure: Arc<Mutex<Option<String>>>,
 }
 
 impl ConnectWatch {
-    /// Starts watching; call before connecting so that no event is missed.
-    fn start(socket: &Socket, endpoints: &[String]) -> ConnectWatch {
+    /// Starts watching; call before connecting so that no event is missed. `curve`: this socket is
+    /// a CURVE client (a server closing during the handshake then means a wrong server key).
+    fn start(socket: &Socket, endpoints: &[String], curve: bool) -> ConnectWatch {
         let wanted: HashSet<String> = endpoints.iter().cloned().collect();
         let (tx, connected) = watch::channel(0);
         let mut events = socket.monitor();
         let count = wanted.len();
+        let failure = Arc::new(Mutex::new(None));
+        let last_failure = failure.clone();
         tokio::spawn(async move {
             let mut seen = HashSet::new();
             while let Some(event) = events.next_event().await {
-                if let MonitorEvent::HandshakeSucceeded { endpoint, .. } = event {
-                    if wanted.contains(&endpoint) && seen.insert(endpoint) {
-                        tx.send_replace(seen.len());
+                match event {
+                    MonitorEvent::HandshakeSucceeded { endpoint, .. } => {
+                        if wanted.contains(&endpoint) && seen.insert(endpoint) {
+                            tx.send_replace(seen.len());
+                        }
                     }
+                    MonitorEvent::HandshakeFailed { endpoint, error, .. }
+                        if wanted.contains(&endpoint) && !seen.contains(&endpoint) =>
+                    {
+                        let hint = match (error.closed_by_peer(), curve) {
+                            (true, true) => {
+                                " (a CURVE server closes the connection on a HELLO it cannot \
+                                             decrypt: wrong --curve-serverkey?)"
+                            }
+                            (true, false) => " (does the server require CURVE or PLAIN?)",
+                            (false, _) => "",
+                        };
+                        *last_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(format!("the handshake with {endpoint} failed: {error}{hint}"));
+                    }
+                    _ => {}
                 }
             }
         });
-        ConnectWatch { connected, wanted: count }
+        ConnectWatch { connected, wanted: count, failure }
+    }
+
+    /// Why the last handshake with a `--connect` endpoint that never completed one failed.
+    pub fn failure(&self) -> Arc<Mutex<Option<String>>> {
+        self.failure.clone()
     }
 
     /// Resolves once every connect endpoint has had a connection (or the socket is gone).
@@ -92,7 +121,7 @@ pub async fn open(t: SocketType, args: &SocketArgs) -> Result<(Socket, ConnectWa
     if args.verbose {
         narrate(&socket);
     }
-    let watch = ConnectWatch::start(&socket, &args.connect);
+    let watch = ConnectWatch::start(&socket, &args.connect, args.curve_serverkey.is_some());
     for ep in &args.bind {
         let bound = bind(&socket, ep).await?;
         eprintln!("zmtp: {t} listening on {bound}");
