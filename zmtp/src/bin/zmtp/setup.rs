@@ -64,10 +64,10 @@ impl ConnectWatch {
             let mut seen = HashSet::new();
             while let Some(event) = events.next_event().await {
                 match event {
-                    MonitorEvent::HandshakeSucceeded { endpoint, .. } => {
-                        if wanted.contains(&endpoint) && seen.insert(endpoint) {
-                            tx.send_replace(seen.len());
-                        }
+                    MonitorEvent::HandshakeSucceeded { endpoint, .. }
+                        if wanted.contains(&endpoint) && seen.insert(endpoint) =>
+                    {
+                        tx.send_replace(seen.len());
                     }
                     MonitorEvent::HandshakeFailed { endpoint, error, .. }
                         if wanted.contains(&endpoint) && !seen.contains(&endpoint) =>
