@@ -25,11 +25,9 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use zmtp::wire::FrameError;
 use zmtp::{ConnectionError, Error, Message, Monitor, MonitorEvent, Socket, SocketType};
+// TEST_LIMIT bounds every test body; STEP any single expected step (never a synchronisation sleep).
+use zmtp_testkit::{STEP, TEST_LIMIT, eventually};
 
-/// Upper bound for every test body.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Upper bound for any single expected step (a generous bound, never a synchronisation sleep).
-const STEP: Duration = Duration::from_secs(5);
 /// How long closed sockets get to release their fds and tasks.
 const SETTLE: Duration = Duration::from_secs(10);
 /// Polling interval for conditions checked against a deadline.
@@ -410,15 +408,7 @@ async fn round_trip(router: &Socket, dealer: &Socket, tag: &str) {
 
 /// Polls until the ROUTER's routing table has exactly `n` peers.
 async fn await_routes(router: &Socket, n: usize) {
-    let deadline = Instant::now() + SETTLE;
-    while router.peer_routing_ids().len() != n {
-        assert!(
-            Instant::now() < deadline,
-            "ROUTER still routes to {} peers, expected {n}",
-            router.peer_routing_ids().len()
-        );
-        tokio::time::sleep(POLL).await;
-    }
+    eventually(&format!("the ROUTER routing to exactly {n} peers"), || router.peer_routing_ids().len() == n).await;
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -12,15 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use zmtp::wire::{CommandError, FrameError, GreetingError, HandshakeError, Mechanism, SocketType};
 use zmtp::{ConnectionError, Message, Monitor, MonitorEvent, Socket};
-
-/// Upper bound for every test body.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Upper bound for any single expected event (a generous bound, never a synchronisation sleep).
-const STEP: Duration = Duration::from_secs(5);
-
-async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::time::timeout(TEST_LIMIT, f).await.expect("test exceeded its time limit");
-}
+// STEP: the bound on any single expected event (a generous bound, never a synchronisation sleep).
+use zmtp_testkit::{STEP, bounded};
 
 // ---------------------------------------------------------------------------------------------------
 // Raw ZMTP helpers (zmtp-wire.md §1)

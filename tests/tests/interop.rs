@@ -9,7 +9,6 @@
 //! message saying so.
 
 use std::fmt::{self, Write as _};
-use std::future::Future;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -19,11 +18,9 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
+// STEP: the bound on one step (a recv, a send, an answer from the peer).
+use zmtp_testkit::{STEP, bounded};
 
-/// Upper bound for a whole test.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Upper bound for one step (a recv, a send, an answer from the peer).
-const STEP_LIMIT: Duration = Duration::from_secs(10);
 /// 1 MiB.
 const MIB: usize = 1 << 20;
 
@@ -390,28 +387,23 @@ async fn send<T: AsRef<[u8]>>(socket: &Socket, frames: &[T]) {
 
 async fn send_msg(socket: &Socket, m: Message) {
     let shown = show(m.frames());
-    timeout(STEP_LIMIT, socket.send(m))
+    timeout(STEP, socket.send(m))
         .await
         .unwrap_or_else(|_| panic!("our {:?} send of {shown} blocked", socket.socket_type()))
         .unwrap_or_else(|e| panic!("our {:?} send of {shown}: {e}", socket.socket_type()));
 }
 
 async fn recv(socket: &Socket) -> Vec<Bytes> {
-    timeout(STEP_LIMIT, socket.recv())
+    timeout(STEP, socket.recv())
         .await
         .unwrap_or_else(|_| panic!("our {:?} recv timed out", socket.socket_type()))
         .unwrap_or_else(|e| panic!("our {:?} recv: {e}", socket.socket_type()))
         .into_frames()
 }
 
-/// Runs a test body with the overall time limit.
-async fn bounded(body: impl Future<Output = ()>) {
-    timeout(TEST_LIMIT, body).await.expect("interop test exceeded its 20 s limit");
-}
-
 /// Waits (bounded) until the monitor reports a completed handshake.
 async fn wait_handshake(mon: &mut zmtp::Monitor) {
-    let deadline = Instant::now() + STEP_LIMIT;
+    let deadline = Instant::now() + STEP;
     loop {
         let ev = tokio::time::timeout_at(deadline, mon.next_event())
             .await
@@ -437,9 +429,7 @@ async fn assert_no_connection_events(mon: &mut zmtp::Monitor, window: Duration) 
 
 /// A TCP endpoint on a port that was free a moment ago (for connect-before-bind tests).
 fn free_tcp_endpoint() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe listener");
-    let port = listener.local_addr().unwrap().port();
-    format!("tcp://127.0.0.1:{port}")
+    format!("tcp://127.0.0.1:{}", zmtp_testkit::free_port())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -578,7 +568,7 @@ impl Peer {
     async fn spawn(cfg: &Cfg) -> Peer {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/peer.py");
         let name = cfg.describe();
-        let mut child = Command::new("python3")
+        let mut child = Command::from(zmtp_testkit::python_with_pyzmq())
             .arg(script)
             .arg(cfg.to_json())
             .stdin(Stdio::piped())
@@ -631,11 +621,11 @@ impl Peer {
         Some(ev)
     }
 
-    /// The next output line (panics after [`STEP_LIMIT`], on exit, or on an error report).
+    /// The next output line (panics after [`STEP`], on exit, or on an error report).
     async fn next_event(&mut self) -> Json {
-        match self.raw_event(STEP_LIMIT).await {
+        match self.raw_event(STEP).await {
             Some(ev) => ev,
-            None => panic!("{}: no output from the libzmq peer within {STEP_LIMIT:?}", self.name),
+            None => panic!("{}: no output from the libzmq peer within {STEP:?}", self.name),
         }
     }
 
@@ -678,7 +668,7 @@ impl Peer {
     async fn finish(mut self) {
         self.expect("done").await;
         self.stdin.take();
-        let status = timeout(STEP_LIMIT, self.child.wait())
+        let status = timeout(STEP, self.child.wait())
             .await
             .unwrap_or_else(|_| panic!("{}: did not exit after its script", self.name))
             .expect("wait for peer.py");
@@ -873,7 +863,7 @@ async fn router_to_libzmq_router(bind: Bind) {
             router.set_router_mandatory(true);
             let cfg = libzmq("ROUTER").routing_id(b"py-router").recv(1).send(&["rust-router", "back"]);
             let mut peer = link(&router, cfg, bind).await;
-            let deadline = Instant::now() + STEP_LIMIT;
+            let deadline = Instant::now() + STEP;
             loop {
                 match router.send(msg(&["py-router", "hello"])).await {
                     Ok(()) => break,
@@ -939,7 +929,7 @@ async fn pub_to_libzmq_sub(bind: Bind) {
 
     // Slow joiner: publish warm-ups on both subscribed topics until the subscriber has seen both
     // (then both subscriptions are known to our PUB).
-    let deadline = Instant::now() + STEP_LIMIT;
+    let deadline = Instant::now() + STEP;
     loop {
         send(&publisher, &["a-warm"]).await;
         send(&publisher, &["b-warm"]).await;
@@ -1202,7 +1192,7 @@ async fn libzmq_peer_exit_reported_as_disconnected(bind: Bind) {
     assert_frames(&recv(&dealer).await, &["bye"], "our echo");
     peer.finish().await;
 
-    let deadline = Instant::now() + STEP_LIMIT;
+    let deadline = Instant::now() + STEP;
     loop {
         let ev = tokio::time::timeout_at(deadline, mon.next_event())
             .await

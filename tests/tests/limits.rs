@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use zmtp::{Error, Message, Socket, SocketType};
+use zmtp_testkit::{bounded, python_with_pyzmq};
 
 const SIZE: usize = 64 * 1024;
 /// Without a byte limit (and no message limit) the sender would take all of these: 128 MiB.
@@ -28,15 +29,15 @@ over_transports!(
 mod xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read {
     #[tokio::test]
     async fn tcp() {
-        super::run(super::xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read("tcp")).await
+        zmtp_testkit::bounded(super::xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read("tcp")).await
     }
     #[tokio::test]
     async fn ipc() {
-        super::run(super::xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read("ipc")).await
+        zmtp_testkit::bounded(super::xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read("ipc")).await
     }
     #[tokio::test]
     async fn inproc() {
-        super::run(super::xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read("inproc")).await
+        zmtp_testkit::bounded(super::xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read("inproc")).await
     }
 }
 
@@ -45,11 +46,11 @@ mod xpub_notices_stop_at_rcvhwm_while_the_application_does_not_read {
 mod a_message_over_max_frames_closes_the_connection_with_its_reason {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tcp() {
-        super::run(super::a_message_over_max_frames_closes_the_connection_with_its_reason("tcp")).await
+        zmtp_testkit::bounded(super::a_message_over_max_frames_closes_the_connection_with_its_reason("tcp")).await
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ipc() {
-        super::run(super::a_message_over_max_frames_closes_the_connection_with_its_reason("ipc")).await
+        zmtp_testkit::bounded(super::a_message_over_max_frames_closes_the_connection_with_its_reason("ipc")).await
     }
 }
 
@@ -222,7 +223,7 @@ async fn subscriptions_over_the_per_peer_limits_close_the_connection(transport: 
 /// the message queued behind it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_libzmq_sender_of_many_frames_meets_the_documented_limit() {
-    run(async {
+    bounded(async {
         for unlimited in [false, true] {
             let pull = Socket::new(SocketType::Pull);
             if unlimited {
@@ -234,8 +235,11 @@ async fn a_libzmq_sender_of_many_frames_meets_the_documented_limit() {
                 "import zmq,time\nc=zmq.Context()\ns=c.socket(zmq.PUSH)\ns.linger=2000\ns.connect('{ep}')\n\
                  s.send_multipart([b'']*70000)\ns.send(b'after')\ntime.sleep(0.5)\ns.close()\nc.term()\n"
             );
-            let mut python =
-                tokio::process::Command::new("python3").args(["-c", &script]).kill_on_drop(true).spawn().unwrap();
+            let mut python = tokio::process::Command::from(python_with_pyzmq())
+                .args(["-c", &script])
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
             if unlimited {
                 let big = tokio::time::timeout(WAIT, pull.recv()).await.unwrap().unwrap();
                 assert_eq!(big.len(), 70_000);

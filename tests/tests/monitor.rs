@@ -21,6 +21,7 @@ use zmtp::{ConnectionError, Monitor, MonitorEvent, Socket, SocketType};
 #[macro_use]
 mod common;
 use common::*;
+use zmtp_testkit::bounded;
 
 /// For scenarios that need a refused connect (an unbound inproc name is not refused: it waits).
 macro_rules! over_tcp_ipc {
@@ -28,22 +29,14 @@ macro_rules! over_tcp_ipc {
         mod $scenario {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tcp() {
-                super::run(super::$scenario("tcp")).await
+                zmtp_testkit::bounded(super::$scenario("tcp")).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn ipc() {
-                super::run(super::$scenario("ipc")).await
+                zmtp_testkit::bounded(super::$scenario("ipc")).await
             }
         }
     )*};
-}
-
-async fn bind(s: &Socket, transport: &str, name: &str) -> String {
-    s.bind(&endpoint(transport, name)).await.unwrap_or_else(|e| panic!("bind over {transport} failed: {e}"))
-}
-
-async fn connect(s: &Socket, ep: &str) {
-    s.connect(ep).await.unwrap_or_else(|e| panic!("connect {ep} failed: {e}"));
 }
 
 /// The next event, whatever it is (panics after WAIT or if the monitor ended).
@@ -68,20 +61,6 @@ fn pending_events(mon: &mut Monitor) -> Vec<MonitorEvent> {
         events.push(e);
     }
     events
-}
-
-async fn wait_event(mon: &mut Monitor, what: &str, mut pred: impl FnMut(&MonitorEvent) -> bool) -> MonitorEvent {
-    let found = timeout(WAIT, async {
-        loop {
-            match mon.next_event().await {
-                Some(e) if pred(&e) => return e,
-                Some(_) => {}
-                None => panic!("monitor ended while waiting for {what}"),
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("no {what} event within {WAIT:?}"))
 }
 
 /// The address part of a tcp endpoint (`127.0.0.1:port`), empty for ipc/inproc (no peer address).
@@ -109,7 +88,7 @@ struct Py {
 impl Py {
     async fn start() -> Py {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/xpub_peer.py");
-        let mut child = Command::new("python3")
+        let mut child = Command::from(zmtp_testkit::python_with_pyzmq())
             .arg(script)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -209,7 +188,7 @@ over_transports!(successful_connect_sequence);
 /// Every monitor gets every event; a monitor is also a `Stream`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitors_are_independent_streams() {
-    run(async {
+    bounded(async {
         let s = Socket::new(SocketType::Pull);
         let mut a = s.monitor();
         let mut b = s.monitor();
@@ -380,7 +359,7 @@ over_transports!(closed_peer_gives_disconnected);
 /// A libzmq peer process killed with SIGKILL: Disconnected (PeerClosed/Io), then retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_peer_process_gives_disconnected() {
-    run(async {
+    bounded(async {
         let mut py = Py::start().await;
         py.cmd("new r ROUTER").await;
         let ep = py.cmd("bind r tcp://127.0.0.1:*").await.strip_prefix("ok ").expect("endpoint").to_owned();
@@ -416,7 +395,7 @@ async fn killed_peer_process_gives_disconnected() {
 /// with the typed greeting error, and no reconnect after a protocol error (libzmq).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_server_gives_handshake_failed_and_no_retry() {
-    run(async {
+    bounded(async {
         let (listener, ep) = raw_listener().await;
         let client = Socket::new(SocketType::Dealer);
         client.set_reconnect_ivl(Some(Duration::from_millis(20)));
@@ -450,7 +429,7 @@ async fn garbage_server_gives_handshake_failed_and_no_retry() {
 /// A garbage client to our bound socket: Accepted then HandshakeFailed, both naming the client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_client_gives_handshake_failed() {
-    run(async {
+    bounded(async {
         let pull = Socket::new(SocketType::Pull);
         let mut mon = pull.monitor();
         let ep = pull.bind("tcp://127.0.0.1:*").await.expect("bind");
@@ -487,7 +466,7 @@ async fn garbage_client_gives_handshake_failed() {
 /// HANDSHAKE_IVL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_peer_gives_handshake_timeout() {
-    run(async {
+    bounded(async {
         let pull = Socket::new(SocketType::Pull);
         pull.set_handshake_ivl(Some(Duration::from_millis(200)));
         let mut mon = pull.monitor();
@@ -506,7 +485,7 @@ async fn silent_peer_gives_handshake_timeout() {
 /// HandshakeFailed with the typed handshake error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn incompatible_libzmq_peer_gives_handshake_failed() {
-    run(async {
+    bounded(async {
         let pull = Socket::new(SocketType::Pull);
         let mut mon = pull.monitor();
         let ep = pull.bind("tcp://127.0.0.1:*").await.expect("bind");

@@ -15,10 +15,7 @@ use zmtp::{Error, Message, Monitor, MonitorEvent, Socket, SocketType};
 #[macro_use]
 mod common;
 use common::*;
-
-async fn bind(s: &Socket, transport: &str, name: &str) -> String {
-    s.bind(&endpoint(transport, name)).await.unwrap_or_else(|e| panic!("bind over {transport} failed: {e}"))
-}
+use zmtp_testkit::bounded;
 
 /// Binds a concrete endpoint, retrying while a throwaway TCP port is briefly unavailable.
 async fn bind_exact(s: &Socket, ep: &str) -> String {
@@ -34,10 +31,6 @@ async fn bind_exact(s: &Socket, ep: &str) -> String {
     })
     .await;
     bound.unwrap_or_else(|_| panic!("{ep} still in use after {WAIT:?}"))
-}
-
-async fn connect(s: &Socket, ep: &str) {
-    s.connect(ep).await.unwrap_or_else(|e| panic!("connect {ep} failed: {e}"));
 }
 
 fn msg(frames: &[&str]) -> Message {
@@ -76,20 +69,6 @@ async fn assert_silent(s: &Socket, who: &str) {
     if let Some(m) = recv_within(s, QUIET).await {
         panic!("{who} received {:?}, expected nothing", strs(&m));
     }
-}
-
-async fn wait_event(mon: &mut Monitor, what: &str, mut pred: impl FnMut(&MonitorEvent) -> bool) -> MonitorEvent {
-    let found = timeout(WAIT, async {
-        loop {
-            match mon.next_event().await {
-                Some(e) if pred(&e) => return e,
-                Some(_) => {}
-                None => panic!("monitor ended while waiting for {what}"),
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("no {what} event within {WAIT:?}"))
 }
 
 async fn handshake(mon: &mut Monitor) {
@@ -533,21 +512,16 @@ fn port(ep: &str) -> u16 {
     ep.rsplit(':').next().and_then(|p| p.parse().ok()).expect("tcp endpoint with port")
 }
 
-/// Polls `/proc/net/tcp` until the connection shows a keepalive timer (bounded by WAIT).
+/// Polls `/proc/net/tcp` until the connection shows a keepalive timer (bounded by the testkit's STEP).
 #[cfg(target_os = "linux")]
 async fn keepalive_timer(local: u16, remote: u16) -> u64 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some((2, when)) = tcp_timer(local, remote) {
-            return when;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "connection {local}->{remote} never showed a keepalive timer: {:?}",
-            tcp_timer(local, remote)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let mut when = None;
+    zmtp_testkit::eventually(&format!("a keepalive timer on connection {local}->{remote}"), || {
+        when = tcp_timer(local, remote).and_then(|(kind, when)| (kind == 2).then_some(when));
+        when.is_some()
+    })
+    .await;
+    when.expect("the timer just seen")
 }
 
 /// The TCP peer ports of our connections to `bound_port`, as the accepting side sees them.
@@ -571,7 +545,7 @@ fn client_ports(bound_port: u16) -> Vec<u16> {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_keepalive_is_applied_to_connections() {
-    run(async {
+    bounded(async {
         // Accepting side with keepalive (idle 30 s), connecting side without.
         let server = Socket::new(SocketType::Router);
         server.set_tcp_keepalive(Some(true));

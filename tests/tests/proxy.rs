@@ -5,8 +5,6 @@
 //! No sleeps are used for synchronisation: tests wait for messages or monitor events (bounded by
 //! [`WAIT`]); fixed windows ([`QUIET`]) only assert that nothing arrives (e.g. while paused).
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,62 +12,10 @@ use tokio::task::JoinHandle;
 use tokio::time::timeout;
 use zmtp::{Error, Message, Monitor, MonitorEvent, Proxy, ProxyControl, Socket, SocketType, proxy};
 
-/// Hard limit for one test.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Generous limit for something that must happen (only there to avoid hanging).
-const WAIT: Duration = Duration::from_secs(10);
-/// Window for something that must *not* happen.
-const QUIET: Duration = Duration::from_millis(300);
-
-// ---------------------------------------------------------------------------------------------
-// Helpers
-// ---------------------------------------------------------------------------------------------
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn unique(name: &str) -> String {
-    format!("zmtp-proxy-{}-{}-{}", std::process::id(), name, NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-fn endpoint(transport: &str, name: &str) -> String {
-    match transport {
-        "tcp" => "tcp://127.0.0.1:*".to_owned(),
-        "ipc" => format!("ipc://{}", std::env::temp_dir().join(format!("{}.ipc", unique(name))).display()),
-        "inproc" => format!("inproc://{}", unique(name)),
-        other => panic!("unknown transport {other}"),
-    }
-}
-
-async fn run(body: impl Future<Output = ()>) {
-    timeout(TEST_LIMIT, body).await.expect("test exceeded its time limit");
-}
-
-macro_rules! over_transports {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn tcp() {
-                super::run(super::$scenario("tcp")).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ipc() {
-                super::run(super::$scenario("ipc")).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn inproc() {
-                super::run(super::$scenario("inproc")).await
-            }
-        }
-    )*};
-}
-
-async fn bind(s: &Socket, transport: &str, name: &str) -> String {
-    s.bind(&endpoint(transport, name)).await.unwrap_or_else(|e| panic!("bind over {transport} failed: {e}"))
-}
-
-async fn connect(s: &Socket, ep: &str) {
-    s.connect(ep).await.unwrap_or_else(|e| panic!("connect {ep} failed: {e}"));
-}
+#[macro_use]
+mod common;
+use common::*;
+use zmtp_testkit::bounded;
 
 fn msg(frames: &[&str]) -> Message {
     frames.iter().map(|f| Bytes::copy_from_slice(f.as_bytes())).collect()
@@ -104,20 +50,6 @@ async fn assert_silent(s: &Socket, who: &str) {
     if let Some(m) = recv_within(s, QUIET).await {
         panic!("{who} received {:?}, expected nothing", strs(&m));
     }
-}
-
-async fn wait_event(mon: &mut Monitor, what: &str, mut pred: impl FnMut(&MonitorEvent) -> bool) {
-    let found = timeout(WAIT, async {
-        loop {
-            match mon.next_event().await {
-                Some(e) if pred(&e) => return,
-                Some(_) => {}
-                None => panic!("monitor ended while waiting for {what}"),
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("no {what} event within {WAIT:?}"))
 }
 
 async fn handshakes(mon: &mut Monitor, n: usize) {
@@ -328,7 +260,7 @@ over_transports!(capture_sees_both_directions);
 /// returns the error once a socket is closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_function_forwards_and_ends_with_closed() {
-    run(async {
+    bounded(async {
         let (capture, tap) = capture_pair("inproc").await;
         let front = Socket::new(SocketType::Pull);
         let back = Socket::new(SocketType::Push);
@@ -388,7 +320,7 @@ over_transports!(pause_and_resume);
 /// A proxy stuck forwarding (the backend PUSH has no peer, so its send waits) still terminates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminate_while_a_forward_is_blocked() {
-    run(async {
+    bounded(async {
         let (front_ep, _back_ep, control, running) = start("tcp", SocketType::Pull, SocketType::Push, None).await;
         let producer = Socket::new(SocketType::Push);
         connect(&producer, &front_ep).await;
@@ -406,7 +338,7 @@ async fn terminate_while_a_forward_is_blocked() {
 /// forwarded returns Ok at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminate_from_another_task() {
-    run(async {
+    bounded(async {
         let (_front, _back, control, running) = start("inproc", SocketType::Router, SocketType::Dealer, None).await;
         let remote = control.clone();
         tokio::spawn(async move { remote.terminate() }).await.expect("task");

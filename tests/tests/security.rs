@@ -15,7 +15,6 @@
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
@@ -27,15 +26,8 @@ use zmtp::wire::curve::{CurveCipher, CurveClient, CurveError};
 use zmtp::wire::rand_core::OsRng;
 use zmtp::wire::{GreetingError, HandshakeConfig, HandshakeError, Step};
 use zmtp::{ConnectionError, Error, Message, Monitor, MonitorEvent, Socket, SocketType};
-
-/// Upper bound for a whole test.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Upper bound for one expected step (an event, a message, a line from the peer). Never a sleep.
-const STEP: Duration = Duration::from_secs(10);
-
-async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    timeout(TEST_LIMIT, f).await.expect("test exceeded its time limit");
-}
+// STEP: the bound on one expected step (an event, a message, a line from the peer). Never a sleep.
+use zmtp_testkit::{STEP, bounded};
 
 fn hex(data: &[u8]) -> String {
     data.iter().map(|b| format!("{b:02x}")).collect()
@@ -149,7 +141,7 @@ impl Peer {
     /// Starts the peer with `key=value` options and ops (see the script's docstring).
     fn spawn(opts: &[String], ops: &[String]) -> Peer {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/secure_peer.py");
-        let mut child = Command::new("python3")
+        let mut child = Command::from(zmtp_testkit::python_with_pyzmq())
             .arg(script)
             .args(opts)
             .arg("--")

@@ -20,17 +20,10 @@ use zmtp::{ConnectionError, Error, Message, Monitor, MonitorEvent, Socket, Socke
 #[macro_use]
 mod common;
 use common::*;
+use zmtp_testkit::bounded;
 
 fn sock(socket_type: SocketType) -> Socket {
     Socket::new(socket_type)
-}
-
-async fn bind(s: &Socket, transport: &str, name: &str) -> String {
-    s.bind(&endpoint(transport, name)).await.unwrap_or_else(|e| panic!("bind over {transport} failed: {e}"))
-}
-
-async fn connect(s: &Socket, ep: &str) {
-    s.connect(ep).await.unwrap_or_else(|e| panic!("connect {ep} failed: {e}"));
 }
 
 /// A message from string frames.
@@ -76,21 +69,6 @@ async fn assert_silent(s: &Socket, who: &str) {
     if let Some(m) = recv_within(s, QUIET).await {
         panic!("{who} received {:?}, expected nothing", strs(&m));
     }
-}
-
-/// Consumes monitor events until one matches.
-async fn wait_event(mon: &mut Monitor, what: &str, mut pred: impl FnMut(&MonitorEvent) -> bool) -> MonitorEvent {
-    let found = timeout(WAIT, async {
-        loop {
-            match mon.next_event().await {
-                Some(e) if pred(&e) => return e,
-                Some(_) => {}
-                None => panic!("monitor ended while waiting for {what}"),
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("no {what} event within {WAIT:?}"))
 }
 
 /// Waits for `n` HandshakeSucceeded events.
@@ -943,7 +921,7 @@ fn router_with_heartbeat() -> Socket {
 /// handshake and then never answers a PING.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeat_disconnects_silent_raw_peer() {
-    run(async {
+    bounded(async {
         let router = router_with_heartbeat();
         let mut mon = router.monitor();
         let ep = bind(&router, "tcp", "hb-raw").await;

@@ -1,10 +1,7 @@
 //! Transport behaviour: tcp wildcards and IPv6, ipc socket files, inproc ordering, endpoint errors.
 
-use std::time::Duration;
-
 use zmtp::{Error, Socket, SocketType};
-
-const LIMIT: Duration = Duration::from_secs(20);
+use zmtp_testkit::{bounded, eventually, unique};
 
 async fn round_trip(bind: &str) -> String {
     let pull = Socket::new(SocketType::Pull);
@@ -18,14 +15,13 @@ async fn round_trip(bind: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_ipv4_os_assigned_port_is_reported() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let bound = round_trip("tcp://127.0.0.1:*").await;
         let port: u16 = bound.rsplit(':').next().unwrap().parse().unwrap();
         assert_ne!(port, 0);
         assert!(bound.starts_with("tcp://127.0.0.1:"));
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 /// Bind to a network interface by name, as libzmq does (`tcp://lo:*`, `tcp://eth0:5555`): the
@@ -33,30 +29,28 @@ async fn tcp_ipv4_os_assigned_port_is_reported() {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_bind_to_an_interface_name() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let bound = round_trip("tcp://lo:*").await;
         assert!(bound.starts_with("tcp://127.0.0.1:"), "{bound}");
         let pull = Socket::new(SocketType::Pull);
         let err = pull.bind("tcp://no-such-interface.invalid:*").await.unwrap_err();
         assert!(err.to_string().contains("network interface"), "{err}");
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_ipv6_loopback() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let bound = round_trip("tcp://[::1]:0").await;
         assert!(bound.starts_with("tcp://[::1]:"), "{bound}");
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_wildcard_bind_accepts_loopback() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let pull = Socket::new(SocketType::Pull);
         let bound = pull.bind("tcp://*:*").await.unwrap();
         assert!(bound.starts_with("tcp://0.0.0.0:"), "{bound}");
@@ -67,8 +61,7 @@ async fn tcp_wildcard_bind_accepts_loopback() {
         push.send("via localhost").await.unwrap();
         assert_eq!(pull.recv().await.unwrap()[0], "via localhost");
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,13 +73,13 @@ async fn tcp_port_in_use_is_an_error() {
 }
 
 fn ipc_path(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("zmtp-test-{}-{name}.ipc", std::process::id()))
+    std::env::temp_dir().join(format!("{}.ipc", unique(name)))
 }
 
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipc_stale_socket_file_is_replaced() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let path = ipc_path("stale");
         let _ = std::fs::remove_file(&path);
         // A socket file nobody listens on, as left behind by a crashed process.
@@ -94,13 +87,12 @@ async fn ipc_stale_socket_file_is_replaced() {
         assert!(path.exists());
         round_trip(&format!("ipc://{}", path.display())).await;
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipc_live_socket_file_is_in_use_and_removed_on_unbind() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let path = ipc_path("live");
         let _ = std::fs::remove_file(&path);
         let ep = format!("ipc://{}", path.display());
@@ -110,31 +102,25 @@ async fn ipc_live_socket_file_is_in_use_and_removed_on_unbind() {
         assert!(matches!(second.bind(&ep).await, Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::AddrInUse));
         first.unbind(&ep).await.unwrap();
         // The listener task drops the file when it stops; wait for that without sleeping blindly.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while path.exists() {
-            assert!(tokio::time::Instant::now() < deadline, "socket file not removed");
-            tokio::task::yield_now().await;
-        }
+        eventually("the socket file removed", || !path.exists()).await;
         second.bind(&ep).await.unwrap();
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipc_wildcard_makes_a_fresh_path() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let bound = round_trip("ipc://*").await;
         assert!(bound.starts_with("ipc://") && bound.len() > "ipc://".len() + 2, "{bound}");
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inproc_connect_before_bind_and_name_in_use() {
-    tokio::time::timeout(LIMIT, async {
-        let name = format!("inproc://order-{}", std::process::id());
+    bounded(async {
+        let name = format!("inproc://{}", unique("order"));
         let push = Socket::new(SocketType::Push);
         push.connect(&name).await.unwrap();
         push.send("queued before bind").await.unwrap();
@@ -144,16 +130,15 @@ async fn inproc_connect_before_bind_and_name_in_use() {
         let other = Socket::new(SocketType::Pull);
         assert!(matches!(other.bind(&name).await, Err(Error::AddressInUse(_))));
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 /// Two sockets in one process exchange frames as they are: what arrives is the sender's own buffer,
 /// in both directions, with the peer's properties still attached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inproc_passes_frames_without_copying() {
-    tokio::time::timeout(LIMIT, async {
-        let name = format!("inproc://zero-copy-{}", std::process::id());
+    bounded(async {
+        let name = format!("inproc://{}", unique("zero-copy"));
         let server = Socket::new(SocketType::Router);
         server.bind(&name).await.unwrap();
         let client = Socket::new(SocketType::Dealer);
@@ -172,8 +157,7 @@ async fn inproc_passes_frames_without_copying() {
         assert_eq!(back[0].as_ptr(), reply.as_ptr(), "and back the same way");
         assert_eq!(back.property("Socket-Type"), Some("ROUTER"));
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +172,7 @@ async fn bad_endpoints_are_typed_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn address_is_free_again_when_close_and_unbind_return() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(async {
         let ipc = format!("ipc://{}", ipc_path("rebind").display());
         let probe = Socket::new(SocketType::Pull);
         let tcp = probe.bind("tcp://127.0.0.1:*").await.unwrap();
@@ -207,6 +191,5 @@ async fn address_is_free_again_when_close_and_unbind_return() {
             round_trip(&endpoint).await;
         }
     })
-    .await
-    .unwrap();
+    .await;
 }

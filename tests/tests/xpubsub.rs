@@ -14,7 +14,6 @@
 //! what the step produced (the connection keeps order). The only fixed windows are negative checks
 //! ("nothing more arrives within [`QUIET`]").
 
-use std::future::Future;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,66 +26,10 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::timeout;
 use zmtp::{Error, Message, Monitor, MonitorEvent, Proxy, Socket, SocketType};
 
-/// Hard limit for one test.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Generous limit for something that must happen (only there to avoid hanging).
-const WAIT: Duration = Duration::from_secs(10);
-/// Window for something that must *not* happen.
-const QUIET: Duration = Duration::from_millis(300);
-
-// ---------------------------------------------------------------------------------------------
-// Helpers (our sockets)
-// ---------------------------------------------------------------------------------------------
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-/// A name unique to this process and call.
-fn unique(name: &str) -> String {
-    format!("zmtp-xpubsub-{}-{}-{}", std::process::id(), name, NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// An endpoint to bind: `tcp://127.0.0.1:*`, `ipc://<tmp>/<unique>.ipc` or `inproc://<unique>`.
-fn endpoint(transport: &str, name: &str) -> String {
-    match transport {
-        "tcp" => "tcp://127.0.0.1:*".to_owned(),
-        "ipc" => format!("ipc://{}", std::env::temp_dir().join(format!("{}.ipc", unique(name))).display()),
-        "inproc" => format!("inproc://{}", unique(name)),
-        other => panic!("unknown transport {other}"),
-    }
-}
-
-/// Runs a test body under the per-test time limit.
-async fn run(body: impl Future<Output = ()>) {
-    timeout(TEST_LIMIT, body).await.expect("test exceeded its time limit");
-}
-
-/// One test per transport for each scenario `async fn scenario(transport: &'static str)`.
-macro_rules! over_transports {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn tcp() {
-                super::run(super::$scenario("tcp")).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ipc() {
-                super::run(super::$scenario("ipc")).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn inproc() {
-                super::run(super::$scenario("inproc")).await
-            }
-        }
-    )*};
-}
-
-async fn bind(s: &Socket, transport: &str, name: &str) -> String {
-    s.bind(&endpoint(transport, name)).await.unwrap_or_else(|e| panic!("bind over {transport} failed: {e}"))
-}
-
-async fn connect(s: &Socket, ep: &str) {
-    s.connect(ep).await.unwrap_or_else(|e| panic!("connect {ep} failed: {e}"));
-}
+#[macro_use]
+mod common;
+use common::*;
+use zmtp_testkit::bounded;
 
 fn frames_of(frames: &[&str]) -> Message {
     frames.iter().map(|f| Bytes::copy_from_slice(f.as_bytes())).collect()
@@ -122,21 +65,6 @@ async fn assert_silent(s: &Socket, who: &str) {
     if let Some(m) = recv_within(s, QUIET).await {
         panic!("{who} received {}, expected nothing", show(&m));
     }
-}
-
-/// Consumes monitor events until one matches.
-async fn wait_event(mon: &mut Monitor, what: &str, mut pred: impl FnMut(&MonitorEvent) -> bool) -> MonitorEvent {
-    let found = timeout(WAIT, async {
-        loop {
-            match mon.next_event().await {
-                Some(e) if pred(&e) => return e,
-                Some(_) => {}
-                None => panic!("monitor ended while waiting for {what}"),
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("no {what} event within {WAIT:?}"))
 }
 
 async fn handshake(mon: &mut Monitor) {
@@ -219,7 +147,7 @@ struct Py {
 impl Py {
     async fn start() -> Arc<Py> {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/xpub_peer.py");
-        let mut child = Command::new("python3")
+        let mut child = Command::from(zmtp_testkit::python_with_pyzmq())
             .arg(script)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -268,6 +196,7 @@ struct Lib {
 
 impl Lib {
     async fn new(py: &Arc<Py>, kind: &str) -> Lib {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!("s{}", NEXT.fetch_add(1, Ordering::Relaxed));
         py.cmd(&format!("new {name} {kind}")).await;
         Lib { py: py.clone(), name }
@@ -586,13 +515,13 @@ over_transports!(notices_default, notices_verbose, notices_verboser, notices_xsu
 
 /// The same scenario, over tcp, with libzmq on one or both sides.
 mod interop_notices {
-    use super::{Mode, Who, notices_scenario, run};
+    use super::{Mode, Who, bounded, notices_scenario};
 
     macro_rules! cases {
         ($($name:ident: $xpub:ident xpub, $subs:ident subs, xsub $xsub:expr, $mode:ident;)*) => {$(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                run(notices_scenario("tcp", Who::$xpub, Who::$subs, $xsub, Mode::$mode)).await
+                bounded(notices_scenario("tcp", Who::$xpub, Who::$subs, $xsub, Mode::$mode)).await
             }
         )*};
     }
@@ -695,7 +624,7 @@ async fn raw_subscriber_against_both(messages: &[&[u8]], expected: &[&str]) {
 /// `not_found`. A duplicate subscribe from the same peer is not passed up (not verbose).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_cancel_of_unknown_topic_is_passed_up_like_libzmq() {
-    run(raw_subscriber_against_both(
+    bounded(raw_subscriber_against_both(
         &[b"\x00zz", b"\x01a", b"\x01a", b"\x00a", b"\x00a"],
         &["-zz", "+a", "-a", "-a", "+~end"],
     ))
@@ -706,7 +635,7 @@ async fn raw_cancel_of_unknown_topic_is_passed_up_like_libzmq() {
 /// including an empty message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_data_and_subscriptions_keep_their_order() {
-    run(raw_subscriber_against_both(
+    bounded(raw_subscriber_against_both(
         &[b"\x01a", b"hello", b"\x00a", b"", b"\x01b", b"bye"],
         &["+a", "msg:hello", "-a", "msg:", "+b", "msg:bye", "+~end"],
     ))
@@ -979,7 +908,7 @@ over_transports!(proxy_chain_forwards_subscriptions);
 /// libzmq's XPUB welcome message reaches our SUB (subscribed to it) and our XSUB (not subscribed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn libzmq_xpub_welcome_reaches_our_sub_and_xsub() {
-    run(async {
+    bounded(async {
         let py = Py::start().await;
         let xpub = Lib::new(&py, "XPUB").await;
         xpub.optb("XPUB_WELCOME_MSG", b"W").await;
@@ -1009,7 +938,7 @@ async fn libzmq_xpub_welcome_reaches_our_sub_and_xsub() {
 /// Our XPUB's welcome message reaches a libzmq SUB subscribed to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_xpub_welcome_reaches_libzmq_sub() {
-    run(async {
+    bounded(async {
         let py = Py::start().await;
         let xpub = Socket::new(SocketType::XPub);
         xpub.set_xpub_welcome_msg(Some(Bytes::from_static(b"Welcome")));
@@ -1030,7 +959,7 @@ async fn our_xpub_welcome_reaches_libzmq_sub() {
 /// libzmq publisher, which then sends only matching messages.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_chain_between_libzmq_ends() {
-    run(async {
+    bounded(async {
         let py = Py::start().await;
         let upstream = Lib::new(&py, "XPUB").await;
         let up_ep = upstream.bind("tcp://127.0.0.1:*").await;
@@ -1074,7 +1003,7 @@ fn topic(i: usize) -> String {
 /// them takes exactly those away.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_thousand_subscriptions_match_correctly() {
-    run(async {
+    bounded(async {
         const N: usize = 100_000;
         let xpub = Socket::new(SocketType::XPub);
         xpub.set_rcvhwm(0);

@@ -1,17 +1,16 @@
-//! Helpers shared by the socket-level suites (sockets, options, monitor): endpoints per transport,
-//! time limits, and a macro that runs one scenario over tcp, ipc and inproc.
+//! Helpers shared by the socket-level suites (sockets, options, monitor, limits, proxy, xpubsub):
+//! endpoints per transport, the monitor wait, and a macro that runs one scenario over tcp, ipc and
+//! inproc. Time limits, unique names and ports come from `zmtp_testkit`.
 #![allow(dead_code)]
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::timeout;
+use zmtp::{Monitor, MonitorEvent, Socket};
+use zmtp_testkit::{free_port, ipc_endpoint, unique};
 
-/// Hard limit for one test.
-pub const TEST_LIMIT: Duration = Duration::from_secs(20);
 /// Generous limit for something that must happen (only there to avoid hanging).
-pub const WAIT: Duration = Duration::from_secs(10);
+pub const WAIT: Duration = zmtp_testkit::STEP;
 /// Window for something that must *not* happen.
 pub const QUIET: Duration = Duration::from_millis(300);
 
@@ -19,19 +18,12 @@ pub const QUIET: Duration = Duration::from_millis(300);
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-/// A name unique to this process and call.
-pub fn unique(name: &str) -> String {
-    format!("zmtp-test-{}-{}-{}", std::process::id(), name, NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
 /// An endpoint to bind: `tcp://127.0.0.1:*`, `ipc://<tmp>/<unique>.ipc` or `inproc://<unique>`.
 /// `bind` returns the real endpoint to connect to.
 pub fn endpoint(transport: &str, name: &str) -> String {
     match transport {
         "tcp" => "tcp://127.0.0.1:*".to_owned(),
-        "ipc" => format!("ipc://{}", std::env::temp_dir().join(format!("{}.ipc", unique(name))).display()),
+        "ipc" => ipc_endpoint(name),
         "inproc" => format!("inproc://{}", unique(name)),
         other => panic!("unknown transport {other}"),
     }
@@ -41,19 +33,34 @@ pub fn endpoint(transport: &str, name: &str) -> String {
 /// out to a throwaway listener.
 pub fn unbound_endpoint(transport: &str, name: &str) -> String {
     match transport {
-        "tcp" => {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("throwaway listener");
-            let port = l.local_addr().expect("local addr").port();
-            drop(l);
-            format!("tcp://127.0.0.1:{port}")
-        }
+        "tcp" => format!("tcp://127.0.0.1:{}", free_port()),
         _ => endpoint(transport, name),
     }
 }
 
-/// Runs a test body under the per-test time limit.
-pub async fn run(body: impl Future<Output = ()>) {
-    timeout(TEST_LIMIT, body).await.expect("test exceeded its time limit");
+/// Binds `s` to a fresh [`endpoint`] over `transport`; returns the endpoint to connect to.
+pub async fn bind(s: &Socket, transport: &str, name: &str) -> String {
+    s.bind(&endpoint(transport, name)).await.unwrap_or_else(|e| panic!("bind over {transport} failed: {e}"))
+}
+
+/// Connects `s` to `ep`.
+pub async fn connect(s: &Socket, ep: &str) {
+    s.connect(ep).await.unwrap_or_else(|e| panic!("connect {ep} failed: {e}"));
+}
+
+/// Consumes monitor events until one matches (bounded by [`WAIT`]).
+pub async fn wait_event(mon: &mut Monitor, what: &str, mut pred: impl FnMut(&MonitorEvent) -> bool) -> MonitorEvent {
+    let found = timeout(WAIT, async {
+        loop {
+            match mon.next_event().await {
+                Some(e) if pred(&e) => return e,
+                Some(_) => {}
+                None => panic!("monitor ended while waiting for {what}"),
+            }
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("no {what} event within {WAIT:?}"))
 }
 
 /// One test per transport for each scenario `async fn scenario(transport: &'static str)`.
@@ -62,15 +69,15 @@ macro_rules! over_transports {
         mod $scenario {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tcp() {
-                super::run(super::$scenario("tcp")).await
+                zmtp_testkit::bounded(super::$scenario("tcp")).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn ipc() {
-                super::run(super::$scenario("ipc")).await
+                zmtp_testkit::bounded(super::$scenario("ipc")).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn inproc() {
-                super::run(super::$scenario("inproc")).await
+                zmtp_testkit::bounded(super::$scenario("inproc")).await
             }
         }
     )*};

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Stdio};
 
 /// tests/py/secure_peer.py, read line by line (it ends itself after 40 s whatever happens).
 pub struct Peer {
@@ -14,7 +14,7 @@ pub struct Peer {
 impl Peer {
     pub fn spawn(args: &[&str]) -> Peer {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/secure_peer.py");
-        let mut child = Command::new("python3")
+        let mut child = zmtp_testkit::python_with_pyzmq()
             .arg(script)
             .args(args)
             .stdout(Stdio::piped())

@@ -22,7 +22,7 @@ pub struct Libzmq {
 impl Libzmq {
     pub fn start() -> Libzmq {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/diff_peer.py");
-        let mut child = Command::new("python3")
+        let mut child = Command::from(zmtp_testkit::python_with_pyzmq())
             .arg(script)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -15,11 +15,10 @@ mod executor;
 mod scenario;
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use executor::{Libzmq, Zmtp};
 use scenario::{Scenario, Step};
+use zmtp_testkit::{free_port, ipc_endpoint};
 
 /// Confirmed divergences we keep on purpose: (family, what differs, why). Empty: every scenario
 /// family matches libzmq.
@@ -41,15 +40,8 @@ struct Lane {
     zmtp: Zmtp,
 }
 
-static IPC_PATHS: AtomicU64 = AtomicU64::new(0);
-
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// A tcp port free right now (for a connect that comes before its bind).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn is_fence(answer: &str) -> bool {
@@ -87,11 +79,7 @@ impl Lane {
                     if let Some(ep) = words.get(2).filter(|w| w.starts_with('@')).cloned() {
                         let resolved = endpoints.entry(ep.clone()).or_insert_with(|| match &ep[1..2] {
                             "p" => format!("tcp://127.0.0.1:{}", free_port()),
-                            "i" => format!(
-                                "ipc:///tmp/zmtp-diff-{}-{}",
-                                std::process::id(),
-                                IPC_PATHS.fetch_add(1, Ordering::Relaxed)
-                            ),
+                            "i" => ipc_endpoint("diff"),
                             _ => "tcp://127.0.0.1:*".into(),
                         });
                         words[2] = resolved.clone();
