@@ -7,9 +7,10 @@ mod common;
 use std::time::Duration;
 
 use bstar::{Config, Notice};
-use common::{Node, PairEndpoints, bounded};
+use common::{Node, PairEndpoints};
 use tokio::io::AsyncWriteExt;
 use zmtp::SocketType;
+use zmtp_testkit::bounded;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_during_the_handshake_is_not_a_handshake_failure() {

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use bstar::fsm::Vote;
 use bstar::{Config, Error, FsmError, Liveness, Notice, State};
-use common::{FakePeer, Link, Node, PairEndpoints, Voter, WAIT, bounded, ep};
+use common::{FakePeer, Link, Node, PairEndpoints, Voter, WAIT, ep};
 use tokio::time::{Instant, timeout};
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::bounded;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 

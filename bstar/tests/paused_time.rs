@@ -4,22 +4,21 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bstar::fsm::Vote;
 use bstar::{Config, Notice, State};
-use common::{Node, Voter, bounded};
+use common::{Node, Voter};
 use tokio::time::Instant;
 use zmtp::SocketType;
+use zmtp_testkit::bounded;
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How often the test's client votes while the passive waits for its peer to expire.
 const VOTE_EVERY: Duration = Duration::from_millis(100);
 
 fn inproc(tag: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("inproc://bstar-paused-{tag}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+    format!("inproc://{}", zmtp_testkit::unique(tag))
 }
 
 async fn pair() -> (Node, Node) {

@@ -6,13 +6,14 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{WAIT, bounded, ep};
+use common::{WAIT, ep};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 use zmtp::security::KeyPair;
 use zmtp::{Socket, SocketType};
+use zmtp_testkit::bounded;
 
 /// A child process whose stdout lines arrive, time-stamped, on a channel.
 struct Proc {

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use bstar::fsm::Vote;
 use bstar::{Config, Curve, Link, Liveness, Notice, State};
-use common::{Node, PairEndpoints, Voter, WAIT, bounded};
-use tokio::time::Instant;
+use common::{Node, PairEndpoints, Voter};
 use zmtp::security::KeyPair;
+use zmtp_testkit::{bounded, eventually};
 
 const HEARTBEAT: Duration = Duration::from_millis(50);
 
@@ -30,18 +30,16 @@ async fn curve_voter(node: &Node, server: [u8; 32], keys: KeyPair) -> Voter {
 /// Waits (bounded) until the node's recorder has logged a handshake failure on `link`; returns its
 /// reason.
 async fn handshake_failure(node: &Node, link: Link) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let found = node.notices().into_iter().find_map(|n| match n {
+    let mut found = None;
+    eventually(&format!("a handshake failure on the {link}"), || {
+        found = node.notices().into_iter().find_map(|n| match n {
             Notice::HandshakeFailed { link: l, reason, .. } if l == link => Some(reason),
             _ => None,
         });
-        if let Some(reason) = found {
-            return reason;
-        }
-        assert!(Instant::now() < deadline, "no handshake failure on the {link}: {:?}", node.notices());
-        tokio::time::sleep(Duration::from_millis(5)).await; // retry-until-condition
-    }
+        found.is_some()
+    })
+    .await;
+    found.expect("the failure just seen")
 }
 
 /// With one shared key pair and with a key pair per server: the pair converges, heartbeats flow
@@ -75,11 +73,7 @@ async fn curve_pair_heartbeats_and_fails_over() {
             // watch does not wake per heartbeat, so poll `last_heard`).
             for node in [&primary, &backup] {
                 let later = node.handle.last_heard().expect("heard the peer") + HEARTBEAT * 3;
-                let deadline = Instant::now() + WAIT;
-                while node.handle.last_heard().is_none_or(|t| t < later) {
-                    assert!(Instant::now() < deadline, "heartbeats stopped: {:?}", node.status());
-                    tokio::time::sleep(Duration::from_millis(5)).await; // retry-until-condition
-                }
+                eventually("three more heartbeats", || node.handle.last_heard().is_some_and(|t| t >= later)).await;
                 assert!(node.handle.peer_alive());
             }
             assert_eq!(primary.status().peer_state, Some(State::Passive), "shared={shared}");
@@ -211,13 +205,12 @@ async fn voter_refuses_clients_with_a_wrong_key_or_no_curve() {
             assert!(recv.is_err(), "{what}: no answer, got {recv:?}");
             let status = primary.status();
             assert_eq!((status.accepted, status.rejected), (0, 0), "{what}: never a vote");
-            let deadline = Instant::now() + WAIT;
-            while !primary.notices().iter().any(|n| {
-                matches!(n, Notice::HandshakeFailed { link: Link::Voter, reason: r, .. } if r.to_lowercase().contains(reason))
-            }) {
-                assert!(Instant::now() < deadline, "{what}: no {reason:?} refusal in {:?}", primary.notices());
-                tokio::time::sleep(Duration::from_millis(5)).await; // retry-until-condition
-            }
+            eventually(&format!("{what}: a {reason:?} refusal"), || {
+                primary.notices().iter().any(|n| {
+                    matches!(n, Notice::HandshakeFailed { link: Link::Voter, reason: r, .. } if r.to_lowercase().contains(reason))
+                })
+            })
+            .await;
         }
 
         let mut client = curve_voter(&primary, keys.public(), client_keys).await;

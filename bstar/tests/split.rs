@@ -9,8 +9,9 @@ use std::time::Duration;
 use bstar::fsm::Vote;
 use bstar::split::Split;
 use bstar::{Config, Liveness, Notice, State};
-use common::{FakePeer, Link, Node, PairEndpoints, Voter, bounded, ep};
+use common::{FakePeer, Link, Node, PairEndpoints, Voter, ep};
 use zmtp::SocketType;
+use zmtp_testkit::bounded;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 

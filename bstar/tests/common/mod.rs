@@ -1,9 +1,9 @@
-//! Shared helpers for the bstar integration tests: unique ipc endpoints, in-process servers with
-//! a notice recorder that echoes accepted requests, voting clients, bounded waits.
+//! Shared helpers for the bstar integration tests: in-process servers with a notice recorder that
+//! echoes accepted requests, voting clients, bounded waits. Time limits and unique endpoints come
+//! from `zmtp_testkit`.
 #![allow(dead_code)]
 
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,24 +13,13 @@ use futures::StreamExt;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout};
 use zmtp::{Message, Socket, SocketType};
-
-/// The bound on every test body.
-pub const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// The bound on any single wait inside a test.
-pub const WAIT: Duration = Duration::from_secs(10);
-
-/// Runs `body` under [`TEST_LIMIT`].
-pub async fn bounded<T>(body: impl Future<Output = T>) -> T {
-    timeout(TEST_LIMIT, body).await.expect("test exceeded its time limit")
-}
+use zmtp_testkit::eventually;
 
 /// A fresh ipc endpoint under the temp dir.
-pub fn ep(tag: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("bstar-t{}-{n}-{tag}.ipc", std::process::id()));
-    format!("ipc://{}", path.display())
-}
+pub use zmtp_testkit::ipc_endpoint as ep;
+
+/// The bound on any single wait inside a test.
+pub const WAIT: Duration = zmtp_testkit::STEP;
 
 /// The endpoints of one pair.
 #[derive(Clone, Debug)]
@@ -117,11 +106,7 @@ impl Node {
 
     /// Waits (bounded) until the recorder has logged a notice equal to `notice`.
     pub async fn wait_notice(&self, notice: Notice) {
-        let deadline = Instant::now() + WAIT;
-        while !self.notices().contains(&notice) {
-            assert!(Instant::now() < deadline, "timed out waiting for {notice:?}: {:?}", self.notices());
-            tokio::time::sleep(Duration::from_millis(5)).await; // retry-until-condition
-        }
+        eventually(&format!("{notice:?}"), || self.notices().contains(&notice)).await;
     }
 
     /// Waits (bounded) for the status to satisfy `pred`.
