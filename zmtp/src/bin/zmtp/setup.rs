@@ -65,7 +65,7 @@ impl ConnectWatch {
             while let Some(event) = events.next_event().await {
                 match event {
                     MonitorEvent::HandshakeSucceeded { endpoint, .. }
-                        if wanted.contains(&endpoint) && seen.insert(endpoint) =>
+                        if wanted.contains(&endpoint) && seen.insert(endpoint.clone()) =>
                     {
                         tx.send_replace(seen.len());
                     }
