@@ -14,6 +14,9 @@
 //!   subscription (and starts) in milliseconds rather than a full interval;
 //! - ICANHAZ? requests stream from their own tasks (see `snapshot.rs`).
 //!
+//! What the application reads of a running server (address, map, sequence, counters) is a
+//! [`ServerView`]; [`Server`] and the pair's [`HaServer`](ha::HaServer) both dereference to it.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -339,7 +342,9 @@ async fn run(
                         welcome.extend(WELCOME_HUGZ.iter().map(|d| now + *d));
                     }
                 }
-                Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => log_refused(&peer, &error, config.curve.is_some()),
+                Some(MonitorEvent::HandshakeFailed { peer, error, .. }) => {
+                    log_refused(&peer, &error, config.curve.is_some())
+                }
                 Some(_) => {}
                 None => monitor_open = false,
             },
@@ -351,10 +356,9 @@ async fn run(
     tracing::info!("CHP server stopped");
 }
 
-/// A subscriber whose handshake failed (wrong server key, key not allowed, no CURVE, …).
-/// A subscriber's failed handshake. Without security, a peer gone in the middle of it is a
-/// short-lived client, not a refusal (with CURVE it may be a server closing on a key it cannot
-/// decrypt, so it is reported).
+/// Logs a subscriber's failed handshake (wrong server key, key not allowed, no CURVE, …). Without
+/// security, a peer gone in the middle of it is a short-lived client, not a refusal (with CURVE it
+/// may be a server closing on a key it cannot decrypt, so it is reported).
 fn log_refused(peer: &str, error: &zmtp::ConnectionError, secure: bool) {
     if !secure && error.closed_by_peer() {
         // A short-lived client gone in the middle of the handshake: nothing was refused.

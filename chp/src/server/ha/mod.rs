@@ -33,10 +33,14 @@
 //!   active (a partition healed, or an active resumed after a stall longer than the peer expiry),
 //!   the one that took over stays, the other becomes passive and re-syncs from it (keeping its old
 //!   map until the new copy is complete). Neither stops.
-//! - **CURVE** ([`HaConfig::curve`], [`ServerCurve`](crate::security::ServerCurve)): the CHP sockets, the Binary Star voter
-//!   and state link, and the passive's SUB and PEERSYNC? DEALER to the peer (CURVE clients of
-//!   it, with this server's key pair, which the peer admits even when it has a client allow
-//!   list) are all encrypted and authenticated.
+//! - **CURVE** ([`HaConfig::curve`], [`ServerCurve`](crate::security::ServerCurve)): the CHP
+//!   sockets, the Binary Star voter and state link, and the passive's SUB and PEERSYNC? DEALER to
+//!   the peer (CURVE clients of it, with this server's key pair, which the peer admits even when it
+//!   has a client allow list) are all encrypted and authenticated.
+//!
+//! The code: `config.rs` holds the settings, `handle.rs` what the application holds ([`HaServer`]
+//! and what it reports), `driver.rs` the task that runs the pair (its passive side in
+//! `driver/follow.rs`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), chp::server::ha::HaError> {
