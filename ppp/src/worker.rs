@@ -225,8 +225,8 @@ impl WorkerHandle {
     }
 
     /// An independent receiver of the events from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<WorkerEvent> {
-        self.events_tx.subscribe()
+    pub fn subscribe(&self) -> Events<WorkerEvent> {
+        Events::subscribe(&self.events_tx)
     }
 
     /// True once the worker task has ended.

@@ -54,9 +54,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{broadcast, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::broadcast;
 use tokio::time::Instant;
+use zmtp::task::{Background, Events};
 use zmtp::{Socket, SocketType};
 
 use crate::EVENT_CAPACITY;
@@ -290,8 +290,7 @@ impl Queue {
             source,
         })?;
         tracing::info!(frontend = %frontend_ep, backend = %backend_ep, "queue listening");
-        let (events_tx, events) = broadcast::channel(EVENT_CAPACITY);
-        let (stop_tx, stop_rx) = oneshot::channel();
+        let (events_tx, events) = Events::channel(EVENT_CAPACITY);
         let runner = Runner {
             broker: Broker::new(&self, Instant::now().into_std()),
             frontend,
@@ -304,16 +303,8 @@ impl Queue {
             published: Arc::default(),
         };
         let stats = runner.published.clone();
-        let task = tokio::spawn(runner.run(stop_rx));
-        Ok(QueueHandle {
-            frontend: frontend_ep,
-            backend: backend_ep,
-            stop: Some(stop_tx),
-            task,
-            events,
-            events_tx,
-            stats,
-        })
+        let task = Background::spawn(|stop| runner.run(stop));
+        Ok(QueueHandle { frontend: frontend_ep, backend: backend_ep, task, events, events_tx, stats })
     }
 }
 
@@ -322,9 +313,8 @@ impl Queue {
 pub struct QueueHandle {
     frontend: String,
     backend: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-    events: broadcast::Receiver<QueueEvent>,
+    task: Background<()>,
+    events: Events<QueueEvent>,
     events_tx: broadcast::Sender<QueueEvent>,
     stats: Arc<Mutex<QueueStats>>,
 }
@@ -348,18 +338,12 @@ impl QueueHandle {
     /// The next event since the queue started (events older than the last 1024 are skipped);
     /// `None` once the queue has stopped.
     pub async fn next_event(&mut self) -> Option<QueueEvent> {
-        loop {
-            match self.events.recv().await {
-                Ok(ev) => return Some(ev),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+        self.events.next().await
     }
 
     /// An independent receiver of the events from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<QueueEvent> {
-        self.events_tx.subscribe()
+    pub fn subscribe(&self) -> Events<QueueEvent> {
+        Events::subscribe(&self.events_tx)
     }
 
     /// True once the queue task has ended.
@@ -368,10 +352,7 @@ impl QueueHandle {
     }
 
     /// Stops the queue, closes its sockets (flushing for up to one interval) and waits for it.
-    pub async fn close(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = (&mut self.task).await;
+    pub async fn close(self) {
+        self.task.close().await;
     }
 }

@@ -10,8 +10,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 use tokio::time::{Instant, sleep_until};
+use zmtp::task::StopSignal;
 use zmtp::{Message, MonitorEvent, Socket};
 
 use super::broker::{Action, Broker, Input};
@@ -40,7 +41,7 @@ pub(super) struct Runner {
 }
 
 impl Runner {
-    pub(super) async fn run(mut self, mut stop: oneshot::Receiver<()>) {
+    pub(super) async fn run(mut self, mut stop: StopSignal) {
         let timer = sleep_until(Instant::from_std(self.broker.next_wakeup()));
         tokio::pin!(timer);
         loop {
