@@ -358,13 +358,15 @@ async fn run(
 
 /// Logs a subscriber's failed handshake (wrong server key, key not allowed, no CURVE, …). Without
 /// security, a peer gone in the middle of it is a short-lived client, not a refusal (with CURVE it
-/// may be a server closing on a key it cannot decrypt, so it is reported).
+/// may be a server closing on a key it cannot decrypt, so it is reported). A protocol error was
+/// already logged by zmtp for this very connection, so it is only repeated at `debug`; a
+/// subscriber that keeps failing is named once per period.
 fn log_refused(peer: &str, error: &zmtp::ConnectionError, secure: bool) {
-    if !secure && error.closed_by_peer() {
-        // A short-lived client gone in the middle of the handshake: nothing was refused.
-        tracing::debug!(peer, %error, "connection closed during the handshake");
+    if (!secure && error.closed_by_peer()) || error.is_protocol() {
+        tracing::debug!(peer, %error, "subscriber handshake failed");
     } else if !matches!(error, zmtp::ConnectionError::SocketClosed) {
-        if let Some(suppressed) = zmtp::throttle::allow("chp: subscriber handshake failed") {
+        let ip = peer.rsplit_once(':').map_or(peer, |(ip, _port)| ip);
+        if let Some(suppressed) = zmtp::throttle::allow_from("chp: subscriber handshake failed", ip) {
             tracing::warn!(peer, %error, suppressed, "refused a subscriber: handshake failed");
         }
     }
