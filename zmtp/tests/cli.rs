@@ -254,21 +254,9 @@ fn pub_to_sub_with_a_subscription_filter() {
     assert!(sub.stdout.iter().any(|l| l == "weather|sunny") && sub.stdout.iter().any(|l| l == "weatherman|rain"));
 }
 
-fn python_with_pyzmq() {
-    let probe = Command::new("python3").args(["-c", "import zmq"]).output();
-    match probe {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "this test needs pyzmq (pip install pyzmq): python3 -c 'import zmq' failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => panic!("this test needs python3 with pyzmq installed: {e}"),
-    }
-}
-
 #[test]
 fn req_against_a_pyzmq_rep() {
-    python_with_pyzmq();
+    let _ = zmtp_testkit::python_with_pyzmq(); // panics with what to install if pyzmq is missing
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/rep_upper.py");
     let rep = spawn_program("python3", &[script, "2"], None);
     let ep = rep.line();
@@ -408,7 +396,7 @@ fn timeout_fails_with_status_3_when_too_little_arrives() {
 fn library_close_delivers_messages_queued_before_the_connection_is_up() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
-        tokio::time::timeout(LIMIT, async {
+        zmtp_testkit::bounded(async {
             use zmtp::{Socket, SocketType};
             let pull = Socket::new(SocketType::Pull);
             let ep = pull.bind("tcp://127.0.0.1:*").await.unwrap();
@@ -416,12 +404,13 @@ fn library_close_delivers_messages_queued_before_the_connection_is_up() {
             push.connect(&ep).await.unwrap();
             push.send("queued before the handshake").await.unwrap();
             push.close().await; // LINGER is infinite by default
-            let got = tokio::time::timeout(Duration::from_secs(5), pull.recv()).await;
-            let msg = got.expect("the message queued before the connection came up was dropped by close()").unwrap();
-            assert_eq!(msg[0], "queued before the handshake");
+            let got = zmtp_testkit::step(
+                "the message queued before the connection came up (dropped by close()?)",
+                pull.recv(),
+            );
+            assert_eq!(got.await.unwrap()[0], "queued before the handshake");
         })
-        .await
-        .expect("test body timed out");
+        .await;
     });
 }
 

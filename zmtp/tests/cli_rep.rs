@@ -5,11 +5,9 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const ZMTP: &str = env!("CARGO_BIN_EXE_zmtp");
+use zmtp_testkit::{free_port, python_with_pyzmq};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+const ZMTP: &str = env!("CARGO_BIN_EXE_zmtp");
 
 /// A pyzmq REQ that sends `hello` to `endpoint` and prints the reply (or TIMEOUT).
 fn libzmq_req(endpoint: &str) -> std::process::Child {
@@ -17,7 +15,7 @@ fn libzmq_req(endpoint: &str) -> std::process::Child {
         "import zmq\nc=zmq.Context()\ns=c.socket(zmq.REQ)\ns.linger=0\ns.rcvtimeo=5000\ns.connect('{endpoint}')\n\
          s.send(b'hello')\ntry:\n    print(s.recv().decode())\nexcept zmq.Again:\n    print('TIMEOUT')\n"
     );
-    Command::new("python3").args(["-c", &script]).stdout(Stdio::piped()).spawn().unwrap()
+    python_with_pyzmq().args(["-c", &script]).stdout(Stdio::piped()).spawn().unwrap()
 }
 
 #[test]

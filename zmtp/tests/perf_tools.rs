@@ -2,9 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use zmtp_testkit::free_port;
 
 fn lines(out: std::process::Output) -> Vec<String> {
     assert!(out.status.success(), "tool failed: {}", String::from_utf8_lossy(&out.stderr));
