@@ -48,6 +48,7 @@ pub mod fsm;
 mod handle;
 pub mod liveness;
 mod notices;
+mod roles;
 mod runner;
 mod security;
 pub mod split;

@@ -19,7 +19,7 @@
 //!
 //! [`Healer`] is a pure type: events in, decisions out, no clock and no sockets.
 
-use crate::fsm::{Event, Side, State};
+use crate::roles::{Event, Side, State};
 
 /// How many conflicting ACTIVE state messages a server that took over waits for its peer to
 /// yield before the side decides (the backup yields). Two heartbeats are one peer expiry.
