@@ -10,6 +10,7 @@ use bytes::Bytes;
 use common::*;
 use ppp::{Client, ClientConfig, ClientError};
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::bounded;
 
 async fn server() -> (Socket, String) {
     let router = Socket::new(SocketType::Router);

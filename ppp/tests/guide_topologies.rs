@@ -13,17 +13,9 @@ mod common;
 use common::*;
 use ppp::{Client, ClientConfig, Queue, QueueEvent, Worker};
 use zmtp::Message;
+use zmtp_testkit::bounded;
 
 const N: usize = 20;
-
-fn script(name: &str) -> String {
-    format!("{}/tests/py/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python(name: &str, args: &[&str]) -> Proc {
-    let path = script(name);
-    Proc::spawn(name, "python3", &[&["-u", path.as_str()], args].concat())
-}
 
 async fn our_queue() -> ppp::QueueHandle {
     Queue { interval: ms(100), ..Queue::new("tcp://127.0.0.1:*", "tcp://127.0.0.1:*") }.spawn().await.unwrap()
@@ -31,7 +23,7 @@ async fn our_queue() -> ppp::QueueHandle {
 
 /// A Guide-like queue; returns it with its (frontend, backend).
 async fn guide_queue() -> (Proc, String, String) {
-    let mut q = python("ppqueue_like.py", &["--interval-ms", "100"]);
+    let mut q = Proc::python("ppqueue_like.py", &["--interval-ms", "100"]);
     let front = q.wait_for("frontend", |l| l.text.starts_with("frontend: ")).await.text;
     let back = q.wait_for("backend", |l| l.text.starts_with("backend: ")).await.text;
     let (front, back) = (after(&front, "frontend:").unwrap().to_owned(), after(&back, "backend:").unwrap().to_owned());
@@ -39,7 +31,7 @@ async fn guide_queue() -> (Proc, String, String) {
 }
 
 fn strict_worker(backend: &str) -> Proc {
-    python("worker.py", &["--connect", backend, "--interval-ms", "100", "--liveness", "3"])
+    Proc::python("worker.py", &["--connect", backend, "--interval-ms", "100", "--liveness", "3"])
 }
 
 async fn our_worker(backend: &str) -> ppp::WorkerHandle {
@@ -62,7 +54,7 @@ async fn served_to_our_client(frontend: &str) -> usize {
 /// The Guide-like client's summary line.
 async fn served_to_guide_client(frontend: &str) -> String {
     let n = N.to_string();
-    let mut client = python(
+    let mut client = Proc::python(
         "lpclient_like.py",
         &["--connect", frontend, "--requests", &n, "--timeout-ms", "3000", "--retries", "3"],
     );

@@ -2,7 +2,8 @@
 //! from the spec in Python (`tests/py/queue.py`), and a Python worker (`tests/py/worker.py`, the
 //! Guide's ppworker from the spec) with our queue.
 //!
-//! Requires `python3` with `pyzmq` (`pip install pyzmq`); without it every test fails saying so.
+//! Requires `python3` with `pyzmq` (`pip install pyzmq`); without it every test fails saying so
+//! (`Proc::python` checks through `zmtp_testkit::python_with_pyzmq`).
 
 mod common;
 
@@ -10,25 +11,7 @@ use common::*;
 use ppp::{Client, ClientConfig, Queue, QueueEvent, Worker, WorkerEvent};
 use tokio::time::Instant;
 use zmtp::Message;
-
-fn script(name: &str) -> String {
-    format!("{}/tests/py/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-async fn require_pyzmq() {
-    let ok = tokio::process::Command::new("python3")
-        .args(["-c", "import zmq"])
-        .output()
-        .await
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(ok, "these interop tests need python3 with pyzmq: run `python3 -m pip install pyzmq`");
-}
-
-fn python(name: &str, args: &[&str]) -> Proc {
-    let path = script(name);
-    Proc::spawn(name, "python3", &[&["-u", path.as_str()], args].concat())
-}
+use zmtp_testkit::{STEP, bounded, ipc_endpoint};
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -52,8 +35,7 @@ async fn exchange(client: &mut Client, n: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_worker_with_a_pyzmq_queue() {
     bounded(async {
-        require_pyzmq().await;
-        let mut pyq = python("queue.py", &["--interval-ms", "50", "--liveness", "3"]);
+        let mut pyq = Proc::python("queue.py", &["--interval-ms", "50", "--liveness", "3"]);
         let front = pyq.wait_for("frontend", |l| l.text.starts_with("frontend: ")).await.text;
         let back = pyq.wait_for("backend", |l| l.text.starts_with("backend: ")).await.text;
         let (front, back) = (after(&front, "frontend:").unwrap(), after(&back, "backend:").unwrap());
@@ -100,11 +82,10 @@ async fn our_worker_with_a_pyzmq_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pyzmq_worker_with_our_queue() {
     bounded(async {
-        require_pyzmq().await;
         let (front, back) = (ipc_endpoint("py-front"), ipc_endpoint("py-back"));
         let config = Queue { interval: ms(50), liveness: 3, ..Queue::new(front.clone(), back.clone()) };
         let mut q = config.clone().spawn().await.unwrap();
-        let mut pyw = python(
+        let mut pyw = Proc::python(
             "worker.py",
             &["--connect", &back, "--interval-ms", "50", "--liveness", "3", "--init-ms", "50", "--max-ms", "200"],
         );

@@ -12,6 +12,7 @@ use ppp::{Queue, QueueEvent, QueueHandle};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::{STEP, bounded};
 
 const INTERVAL: Duration = Duration::from_secs(1);
 const LIVENESS: u32 = 3;

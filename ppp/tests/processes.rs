@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use tokio::time::{Instant, timeout};
+use zmtp_testkit::{STEP, bounded, ipc_endpoint};
 
 fn reply_number(line: &Line) -> Option<u64> {
     let rest = line.text.strip_prefix("reply ")?;

@@ -11,6 +11,7 @@ use common::*;
 use ppp::{Client, ClientConfig, Overflow, Queue, QueueEvent, QueueHandle, Worker, WorkerHandle};
 use tokio::time::Instant;
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::{STEP, bounded, ipc_endpoint};
 
 async fn queue(interval_ms: u64, liveness: u32) -> QueueHandle {
     Queue { interval: ms(interval_ms), liveness, ..Queue::new("tcp://127.0.0.1:*", "tcp://127.0.0.1:*") }

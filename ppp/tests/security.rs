@@ -12,6 +12,7 @@ use ppp::{WorkerHandle, display_id};
 use tokio::time::Instant;
 use zmtp::Message;
 use zmtp::security::KeyPair;
+use zmtp_testkit::{STEP, bounded, ipc_endpoint};
 
 /// Everything already queued on the queue's event stream, without waiting.
 fn pending_events(q: &mut QueueHandle) -> Vec<QueueEvent> {

@@ -14,6 +14,7 @@ use ppp::{Worker, WorkerEvent};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::{STEP, bounded, ipc_endpoint};
 
 /// A ROUTER bound to `endpoint`. zmtp's `close()` returns before the old listener is gone, so a
 /// re-bind of the same endpoint is retried (bounded) while it reports "in use".

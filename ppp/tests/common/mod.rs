@@ -1,8 +1,8 @@
-//! Shared test helpers: time limits, raw PPP peers built from zmtp sockets, child processes whose
-//! output lines can be awaited.
+//! Shared test helpers: raw PPP peers built from zmtp sockets, child processes whose output lines
+//! can be awaited (our `ppp` binary, pyzmq scripts). Time limits and ipc endpoints come from
+//! `zmtp_testkit`.
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -13,24 +13,15 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 use zmtp::{Message, Socket, SocketType};
-
-/// Upper bound for a whole test.
-pub const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// Upper bound for one step that should happen "soon".
-pub const STEP: Duration = Duration::from_secs(10);
+use zmtp_testkit::{STEP, python_with_pyzmq, step};
 
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Runs a test body under [`TEST_LIMIT`].
-pub async fn bounded<F: Future<Output = ()>>(body: F) {
-    timeout(TEST_LIMIT, body).await.expect("test exceeded its time limit");
-}
-
 /// `recv` that must succeed within [`STEP`].
 pub async fn recv(socket: &Socket) -> Message {
-    timeout(STEP, socket.recv()).await.expect("timed out waiting for a message").expect("recv failed")
+    step("a message", socket.recv()).await.expect("recv failed")
 }
 
 /// `recv` with a limit: `None` when nothing arrives in time.
@@ -78,13 +69,6 @@ pub async fn next_request(worker: &Socket) -> (Message, usize) {
     }
 }
 
-/// A unique ipc endpoint under the temp dir.
-pub fn ipc_endpoint(tag: &str) -> String {
-    let path =
-        std::env::temp_dir().join(format!("ppp-test-{tag}-{}-{:08x}.ipc", std::process::id(), rand::random::<u32>()));
-    format!("ipc://{}", path.display())
-}
-
 /// Removes the socket file of an ipc endpoint (left behind by a killed process).
 pub fn remove_ipc(endpoint: &str) {
     if let Some(path) = endpoint.strip_prefix("ipc://") {
@@ -110,7 +94,12 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(name: &str, program: &str, args: &[&str]) -> Proc {
-        let mut cmd = Command::new(program);
+        Proc::spawn_command(name, Command::new(program), args)
+    }
+
+    /// Runs `cmd` with `args` added, stdin closed and stdout/stderr read line by line.
+    pub fn spawn_command(name: &str, mut cmd: Command, args: &[&str]) -> Proc {
+        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         cmd.env_remove("RUST_LOG");
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
@@ -136,6 +125,12 @@ impl Proc {
     /// Our `ppp` binary.
     pub fn ppp(name: &str, args: &[&str]) -> Proc {
         Proc::spawn(name, env!("CARGO_BIN_EXE_ppp"), args)
+    }
+
+    /// The pyzmq script `tests/py/<script>` (unbuffered), after checking that python3 has pyzmq.
+    pub fn python(script: &str, args: &[&str]) -> Proc {
+        let path = format!("{}/tests/py/{script}", env!("CARGO_MANIFEST_DIR"));
+        Proc::spawn_command(script, Command::from(python_with_pyzmq()), &[&["-u", path.as_str()], args].concat())
     }
 
     /// The next line satisfying `pred` (within [`STEP`]); panics with the output so far otherwise.
