@@ -22,7 +22,7 @@ use zmtp::task::{Background, StopSignal};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
 use self::follow::{Follower, Phase};
-use super::handle::{HaEvent, HaShared, HaStats, HaStatus};
+use super::reports::{HaEvent, HaShared, HaStats, HaStatus};
 use super::{HaConfig, HaError};
 use crate::command::{KvSet, hugz_message};
 use crate::server::pending::{Held, Pending};

@@ -56,6 +56,8 @@
 mod config;
 mod driver;
 mod handle;
+mod reports;
 
 pub use self::config::{HaConfig, HaError};
-pub use self::handle::{HaEvent, HaServer, HaStats, HaStatus};
+pub use self::handle::HaServer;
+pub use self::reports::{HaEvent, HaStats, HaStatus};
