@@ -6,12 +6,7 @@ use std::time::Duration;
 
 use chp::{Client, ClientError, ClientOptions, Event, Server, ServerConfig, Subtree};
 use futures::StreamExt;
-
-const LIMIT: Duration = Duration::from_secs(20);
-
-async fn bounded<T>(body: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, body).await.expect("test took too long")
-}
+use zmtp_testkit::{bounded, free_port};
 
 async fn server() -> Server {
     Server::bind(ServerConfig { bind: "127.0.0.1".into(), port: 0, ..ServerConfig::default() }).await.unwrap()
@@ -52,8 +47,7 @@ async fn connect_returns_in_sync_and_events_are_an_unpin_stream() {
 #[tokio::test]
 async fn waiting_for_a_server_is_bounded() {
     bounded(async {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let nobody = format!("tcp://127.0.0.1:{port}");
+        let nobody = format!("tcp://127.0.0.1:{}", free_port());
         let client = Client::start(ClientOptions::new(&nobody).unwrap()).unwrap();
         let wait = Duration::from_millis(200);
         assert_eq!(client.synced_within(wait).await, Err(ClientError::NotSynced(wait)));

@@ -11,6 +11,7 @@ use chp::KvMsg;
 use chp::command::IcanHaz;
 use common::*;
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::{bounded, eventually, step};
 
 /// Resident memory of this process, in bytes (Linux).
 fn rss() -> usize {

@@ -5,14 +5,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
+use zmtp_testkit::{bounded, free_port, step};
 
 const BIN: &str = env!("CARGO_BIN_EXE_chp");
-const LIMIT: Duration = Duration::from_secs(30);
-const STEP: Duration = Duration::from_secs(10);
-
-async fn bounded<T>(body: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, body).await.expect("test exceeded its time limit")
-}
 
 struct ServerProcess {
     _child: Child,
@@ -29,7 +24,7 @@ async fn spawn_server() -> ServerProcess {
         .spawn()
         .expect("spawn chp server");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("server starts").unwrap().unwrap();
+    let line = step("server starts", lines.next_line()).await.unwrap().unwrap();
     let address = line
         .strip_prefix("listening on ")
         .and_then(|rest| rest.split_whitespace().next())
@@ -40,7 +35,7 @@ async fn spawn_server() -> ServerProcess {
 
 async fn chp(args: &[&str]) -> Output {
     let run = Command::new(BIN).args(args).stdin(Stdio::null()).kill_on_drop(true).output();
-    tokio::time::timeout(STEP, run).await.expect("chp finishes").expect("chp runs")
+    step("chp finishes", run).await.expect("chp runs")
 }
 
 /// Runs `chp ARGS --server ADDRESS`, expecting success; returns stdout.
@@ -104,7 +99,7 @@ async fn set_with_ttl_expires() {
 }
 
 async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
-    tokio::time::timeout(STEP, lines.next_line()).await.expect("watch prints").unwrap().expect("watch still running")
+    step("watch prints", lines.next_line()).await.unwrap().expect("watch still running")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,8 +170,7 @@ async fn usage_errors_exit_2_and_failures_exit_1() {
             let out = chp(args).await;
             assert_eq!(out.status.code(), Some(2), "chp {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let nobody = format!("tcp://127.0.0.1:{port}");
+        let nobody = format!("tcp://127.0.0.1:{}", free_port());
         let out = chp(&["get", "k", "--server", &nobody, "--timeout", "0.3"]).await;
         assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     })

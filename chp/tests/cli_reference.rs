@@ -49,10 +49,7 @@ async fn ok(args: &[&str]) -> String {
 /// An address where nothing listens: a port just taken and released (its two neighbours, the
 /// publisher and collector ports, are as good as free).
 fn dead_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    drop(listener);
-    format!("tcp://127.0.0.1:{port}")
+    format!("tcp://127.0.0.1:{}", zmtp_testkit::free_port())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

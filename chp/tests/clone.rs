@@ -11,6 +11,7 @@ use chp::client::Failure;
 use chp::command::Update;
 use chp::{Client, ClientError, Event, GapPolicy, KvMsg, Snapshot, Status};
 use common::*;
+use zmtp_testkit::{bounded, eventually, step};
 
 fn kv(m: &KvMsg) -> (String, String, u64) {
     (String::from_utf8_lossy(&m.key).into_owned(), String::from_utf8_lossy(&m.body).into_owned(), m.sequence)

@@ -13,10 +13,11 @@ use bytes::Bytes;
 use chp::{Client, ClientCurve, ClientError, ClientOptions, Event, Server, ServerAddress, ServerCurve, Status};
 use common::pair::free_ports;
 use common::pair::{PairPorts, ServerProc, caught_up};
-use common::{bounded, eventually, map, server_with, step, synced, wait_event};
+use common::{map, server_with, synced, wait_event};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use zmtp::security::KeyPair;
+use zmtp_testkit::{bounded, eventually, step};
 
 const BIN: &str = env!("CARGO_BIN_EXE_chp");
 

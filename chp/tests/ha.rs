@@ -18,11 +18,12 @@ use chp::{Client, ClientOptions, Event, Events, ServerAddress, Status};
 use common::pair::{
     HEARTBEAT, Observer, PairPorts, SERVER_TTL, ServerProc, caught_up, collector_publisher, in_process_pair, kvset,
 };
-use common::{Fake, bounded, eventually, map, server_with, step, synced, wait_event};
+use common::{Fake, map, server_with, synced, wait_event};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::{bounded, eventually, step};
 
 /// One writer's operations in order: key → value (`None`: deleted).
 type OpLog = Vec<(String, Option<String>)>;

@@ -14,8 +14,9 @@ use bstar::Side;
 use bytes::Bytes;
 use chp::{Client, ClientOptions, Event, ServerAddress};
 use common::pair::{PairPorts, ServerProc};
-use common::{step, synced};
+use common::synced;
 use tokio::sync::mpsc;
+use zmtp_testkit::step;
 
 const CYCLES: usize = 20;
 const CLIENTS: usize = 4;

@@ -12,7 +12,8 @@ use bstar::Side;
 use bytes::Bytes;
 use chp::{Client, Event};
 use common::pair::{PairPorts, ServerProc, caught_up};
-use common::{bounded, eventually, synced, wait_event};
+use common::{synced, wait_event};
+use zmtp_testkit::{bounded, eventually};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_active_resumes_as_passive_and_the_pair_keeps_exactly_one_active() {

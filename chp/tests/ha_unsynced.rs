@@ -9,8 +9,9 @@ mod common;
 use bstar::Side;
 use chp::Client;
 use common::pair::{PairPorts, ServerProc, collector_publisher, kvset};
-use common::{bounded, step, synced};
+use common::synced;
 use tokio::process::Command;
+use zmtp_testkit::{bounded, step};
 
 const KEYS: usize = 200_000;
 

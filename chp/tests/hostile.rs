@@ -16,6 +16,7 @@ use chp::kvmsg::MAX_KEY_LEN;
 use chp::{Client, KvMsg, Snapshot};
 use common::*;
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::{bounded, eventually, step};
 
 fn frames(parts: Vec<Bytes>) -> Message {
     Message::from(parts)

@@ -1,7 +1,8 @@
 //! Wire interop with libzmq: our client and CLI against a CHP server written from the spec with
 //! pyzmq (`tests/py/server.py`), and a pyzmq CHP client (`tests/py/client.py`) against our server.
 //!
-//! Requires `python3` with `pyzmq` (`pip install pyzmq`); without them these tests fail saying so.
+//! Requires `python3` with `pyzmq` (`pip install pyzmq`); without them these tests fail saying so
+//! (`zmtp_testkit::python_with_pyzmq`).
 
 mod common;
 
@@ -12,25 +13,15 @@ use chp::{Client, Event, Snapshot};
 use common::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+use zmtp_testkit::{bounded, python_with_pyzmq, step};
 
 fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py").join(name)
 }
 
-fn python() -> Command {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import zmq"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "these tests need python3 with pyzmq (pip install pyzmq)");
-    Command::new("python3")
-}
-
 /// The pyzmq server (HUGZ every 100 ms) and its address.
 async fn py_server() -> (Child, chp::ServerAddress) {
-    let mut child = python()
+    let mut child = Command::from(python_with_pyzmq())
         .arg(script("server.py"))
         .arg("0.1")
         .stdin(Stdio::piped())
@@ -110,7 +101,7 @@ async fn pyzmq_client_against_our_server() {
         writer.set("/y/1", "2", None).await.unwrap();
         writer.set("/x/2", "3", None).await.unwrap();
         let mut events = writer.events();
-        let out = python()
+        let out = Command::from(python_with_pyzmq())
             .arg(script("client.py"))
             .args([&addr.port().to_string(), "/x/", "/x/py", "hello"])
             .stdin(Stdio::null())

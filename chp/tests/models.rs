@@ -2,8 +2,6 @@
 //! The example sources are compiled into this test as modules, so each test runs the example's own
 //! code (its `main` is unused here).
 
-mod common;
-
 #[allow(dead_code)]
 #[path = "../examples/clone1.rs"]
 mod clone1;
@@ -24,7 +22,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::bounded;
+use zmtp_testkit::bounded;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model1_client_stores_a_contiguous_run_of_updates() {

@@ -8,6 +8,7 @@ use chp::command::SnapshotReply;
 use chp::{Client, Event, Snapshot};
 use common::*;
 use zmtp::{Message, Socket, SocketType};
+use zmtp_testkit::{bounded, eventually, step};
 
 fn frames(v: Vec<Bytes>) -> Message {
     Message::from(v)

@@ -7,6 +7,7 @@ mod common;
 use bytes::Bytes;
 use chp::{Client, Event};
 use common::*;
+use zmtp_testkit::{bounded, step};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_in_both_the_resync_snapshot_and_the_queue_is_reported_once_with_its_sequence() {

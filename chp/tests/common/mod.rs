@@ -1,34 +1,21 @@
 //! Shared test helpers: servers and clients with short timings, a wire-level CHP client ("raw")
-//! for exact assertions, and a scriptable fake server.
+//! for exact assertions, and a scriptable fake server. Time limits (`bounded`, `step`,
+//! `eventually`) come from `zmtp_testkit`.
 #![allow(dead_code)]
 
 pub mod pair;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
 use chp::command::{IcanHaz, KthxBai, KvSync, SnapshotReply, Subtree, Update};
 use chp::{Client, ClientOptions, Event, Events, KvMsg, Server, ServerAddress, ServerConfig};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
+use zmtp_testkit::{STEP, step};
 
-/// Bound for a whole test.
-pub const LIMIT: Duration = Duration::from_secs(20);
-/// Bound for one step.
-pub const STEP: Duration = Duration::from_secs(10);
 /// HUGZ interval of test servers.
 pub const HUGZ: Duration = Duration::from_millis(50);
-
-/// Runs a test body bounded by [`LIMIT`].
-pub async fn bounded<T>(body: impl Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, body).await.expect("test exceeded its time limit")
-}
-
-/// Awaits `fut` bounded by [`STEP`], panicking with `what` on timeout.
-pub async fn step<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(STEP, fut).await.unwrap_or_else(|_| panic!("timed out: {what}"))
-}
 
 /// A server on 127.0.0.1 (free ports) with a 50 ms HUGZ interval.
 pub async fn server() -> Server {
@@ -77,16 +64,6 @@ pub async fn wait_event(events: &mut Events, mut pred: impl FnMut(&Event) -> boo
                 return (e, skipped);
             }
             skipped.push(e);
-        }
-    })
-    .await
-}
-
-/// Polls `cond` until true (bounded by [`STEP`]); for state that has no event (server internals).
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    step(what, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
     .await

@@ -1,12 +1,11 @@
-//! Helpers for high-availability pair tests: free ports, in-process pairs with short timings,
-//! `chp server --primary|--backup` processes with parsed status lines, wire observers.
+//! Helpers for high-availability pair tests: free port triples, in-process pairs with short
+//! timings, `chp server --primary|--backup` processes with parsed status lines, wire observers.
+//! The pair's ipc state endpoints come from `zmtp_testkit::ipc_endpoint`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +20,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use zmtp::{Socket, SocketType};
-
-use super::{STEP, step};
+use zmtp_testkit::{STEP, ipc_endpoint, step};
 
 /// Binary Star heartbeat of test pairs (peer expiry 200 ms).
 pub const HEARTBEAT: Duration = Duration::from_millis(100);
@@ -77,36 +75,23 @@ pub fn free_ports(triples: usize) -> Vec<u16> {
     found
 }
 
-/// A fresh ipc endpoint (removed when the guard drops).
-pub fn ipc(tag: &str, files: &mut Vec<PathBuf>) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("chp-ha-{}-{n}-{tag}.ipc", std::process::id()));
-    files.push(path.clone());
-    format!("ipc://{}", path.display())
-}
-
-/// Where a pair lives: CHP addresses (tcp, free ports) and state endpoints (ipc).
+/// Where a pair lives: CHP addresses (tcp, free ports) and state endpoints (ipc, their socket
+/// files removed when this drops).
 pub struct PairPorts {
     pub primary: ServerAddress,
     pub backup: ServerAddress,
     pub primary_state: String,
     pub backup_state: String,
-    files: Vec<PathBuf>,
 }
 
 impl PairPorts {
     pub fn new() -> PairPorts {
         let p = free_ports(2);
-        let mut files = Vec::new();
-        let primary_state = ipc("ps", &mut files);
-        let backup_state = ipc("bs", &mut files);
         PairPorts {
             primary: ServerAddress::new("127.0.0.1", p[0]).unwrap(),
             backup: ServerAddress::new("127.0.0.1", p[1]).unwrap(),
-            primary_state,
-            backup_state,
-            files,
+            primary_state: ipc_endpoint("chp-ha-ps"),
+            backup_state: ipc_endpoint("chp-ha-bs"),
         }
     }
 
@@ -180,8 +165,10 @@ impl PairPorts {
 
 impl Drop for PairPorts {
     fn drop(&mut self) {
-        for f in &self.files {
-            let _ = std::fs::remove_file(f);
+        for endpoint in [&self.primary_state, &self.backup_state] {
+            if let Some(path) = endpoint.strip_prefix("ipc://") {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 }
