@@ -15,6 +15,7 @@
 pub mod address;
 pub mod client;
 pub mod command;
+pub mod durable;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

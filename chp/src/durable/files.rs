@@ -1,0 +1,74 @@
+//! The data directory: which file is which, found by name.
+//!
+//! - `snapshot-<S>.chp`: the map at sequence `S` (20 digits, so names sort by sequence);
+//! - `log-<S>.chp`: the updates after `S`;
+//! - `snapshot-<S>.chp.tmp`: a snapshot being written, never read (renamed when whole, deleted
+//!   when found at recovery: a crash interrupted it).
+//!
+//! Other files are left alone.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+
+const SNAPSHOT: &str = "snapshot-";
+const LOG: &str = "log-";
+const EXTENSION: &str = ".chp";
+const TEMP: &str = ".tmp";
+
+pub(crate) fn snapshot_path(dir: &Path, sequence: u64) -> PathBuf {
+    dir.join(format!("{SNAPSHOT}{sequence:020}{EXTENSION}"))
+}
+
+pub(crate) fn log_path(dir: &Path, sequence: u64) -> PathBuf {
+    dir.join(format!("{LOG}{sequence:020}{EXTENSION}"))
+}
+
+pub(crate) fn temp_path(dir: &Path, sequence: u64) -> PathBuf {
+    dir.join(format!("{SNAPSHOT}{sequence:020}{EXTENSION}{TEMP}"))
+}
+
+/// The journal's files in a directory, by sequence.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub(crate) snapshots: Vec<u64>,
+    pub(crate) logs: Vec<u64>,
+    pub(crate) temps: Vec<PathBuf>,
+}
+
+pub(crate) fn list(dir: &Path) -> io::Result<Listing> {
+    let mut listing = Listing::default();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let sequence_of = |prefix: &str| name.strip_prefix(prefix)?.strip_suffix(EXTENSION)?.parse::<u64>().ok();
+        if let Some(sequence) = sequence_of(SNAPSHOT) {
+            listing.snapshots.push(sequence);
+        } else if let Some(sequence) = sequence_of(LOG) {
+            listing.logs.push(sequence);
+        } else if name.starts_with(SNAPSHOT) && name.ends_with(TEMP) {
+            listing.temps.push(entry.path());
+        }
+    }
+    Ok(listing)
+}
+
+/// Makes the directory's entries (created, renamed, removed files) durable: a file's own fsync
+/// does not cover its name.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    if cfg!(unix) {
+        File::open(dir)?.sync_all()
+    } else {
+        // Windows cannot open a directory as a file; NTFS journals its metadata itself.
+        Ok(())
+    }
+}
+
+/// Removes `path`; one already gone is fine (an earlier, interrupted cleanup).
+pub(crate) fn remove(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}

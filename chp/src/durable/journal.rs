@@ -1,0 +1,297 @@
+//! The journal: appends and commits updates to the log, and compacts the log into a snapshot.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::files;
+use super::recovery::{Recovered, recover};
+use super::snapshot;
+use super::{Durability, JournalError, Update};
+use crate::store::Entry;
+
+/// The server's map on disk: a snapshot and a log of the updates after it (see the
+/// [module docs](super)). Synchronous and socket-free; the caller owns the clock.
+///
+/// ```
+/// use chp::KvMsg;
+/// use chp::durable::{Durability, Journal, Update};
+///
+/// let dir = std::env::temp_dir().join(format!("chp-journal-doc-{}", std::process::id()));
+/// let (mut journal, recovered) = Journal::open(&dir, Durability::Always).unwrap();
+/// assert_eq!(recovered.sequence, 0);
+/// let mut msg = KvMsg::new("/a", "1");
+/// msg.sequence = 1;
+/// journal.append(&Update { msg, deadline: None }).unwrap();
+/// journal.commit().unwrap(); // one fsync for everything appended since the last commit
+/// drop(journal);
+///
+/// let (_, recovered) = Journal::open(&dir, Durability::Always).unwrap();
+/// assert_eq!((recovered.sequence, recovered.entries.get(b"/a").unwrap().value), (1, &b"1"[..]));
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    durability: Durability,
+    log: File,
+    /// Sequence of the snapshot the log continues (names both files).
+    base: u64,
+    /// Bytes written to the log (not counting `pending`).
+    log_len: u64,
+    /// Records appended, not yet written.
+    pending: Vec<u8>,
+    /// The last sequence appended or recovered.
+    sequence: u64,
+    /// Written but not fsynced.
+    unsynced: bool,
+    last_sync: Option<Instant>,
+    syncs: u64,
+    /// A write or fsync failed: what is on disk is unknown.
+    broken: bool,
+}
+
+/// How far [`Journal::compact_through`] goes: each step is a point a crash can stop at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum CompactStep {
+    /// The new snapshot is written and fsynced under its temporary name.
+    WriteTemp,
+    /// It has its real name, and the directory is fsynced.
+    Rename,
+    /// The new, empty log exists and the journal appends to it.
+    NewLog,
+    /// The old snapshot is gone.
+    RemoveOldSnapshot,
+    /// The old log is gone: done.
+    RemoveOldLog,
+}
+
+impl Journal {
+    /// Opens (creating if need be) the journal in `dir` and recovers its map: the newest snapshot,
+    /// then every valid log record after it. A torn or damaged tail of the log is cut off (see
+    /// [`Recovered::truncated_bytes`]); a damaged snapshot is an error. Leftovers of an
+    /// interrupted [`compact`](Self::compact) are removed.
+    ///
+    /// One process at a time: two journals on one directory would corrupt each other.
+    pub fn open(dir: impl AsRef<Path>, durability: Durability) -> Result<(Journal, Recovered), JournalError> {
+        let dir = dir.as_ref().to_path_buf();
+        let opened = recover(&dir)?;
+        let journal = Journal {
+            dir,
+            durability,
+            log: opened.log,
+            base: opened.base,
+            log_len: opened.log_len,
+            pending: Vec::new(),
+            sequence: opened.recovered.sequence,
+            unsynced: false,
+            last_sync: None,
+            syncs: 0,
+            broken: false,
+        };
+        Ok((journal, opened.recovered))
+    }
+
+    /// Adds `update` to the next commit (nothing is written yet). Its sequence must be above the
+    /// last one appended or recovered.
+    pub fn append(&mut self, update: &Update) -> Result<(), JournalError> {
+        self.usable()?;
+        if update.msg.sequence <= self.sequence {
+            return Err(JournalError::SequenceNotIncreasing { last: self.sequence, got: update.msg.sequence });
+        }
+        update.encode(&mut self.pending)?;
+        self.sequence = update.msg.sequence;
+        Ok(())
+    }
+
+    /// Writes what was appended and, under [`Durability::Always`], fsyncs it before returning.
+    pub fn commit(&mut self) -> Result<(), JournalError> {
+        self.write_pending()?;
+        if self.durability == Durability::Always && self.unsynced {
+            self.sync_log()?;
+        }
+        Ok(())
+    }
+
+    /// Writes what was appended and fsyncs it, whatever the durability (before a shutdown).
+    pub fn sync(&mut self) -> Result<(), JournalError> {
+        self.write_pending()?;
+        if self.unsynced {
+            self.sync_log()?;
+        }
+        Ok(())
+    }
+
+    /// Under [`Durability::Interval`]: whether committed records wait for an fsync and the last
+    /// one was at least an interval before `now`.
+    pub fn needs_sync(&self, now: Instant) -> bool {
+        match self.durability {
+            Durability::Interval(interval) => {
+                self.unsynced && self.last_sync.is_none_or(|at| now.saturating_duration_since(at) >= interval)
+            }
+            Durability::Always | Durability::Never => false,
+        }
+    }
+
+    /// Fsyncs if [`needs_sync`](Self::needs_sync); returns whether it did. Call it at least once
+    /// per interval.
+    pub fn tick(&mut self, now: Instant) -> Result<bool, JournalError> {
+        if !self.needs_sync(now) {
+            return Ok(false);
+        }
+        self.sync_log()?;
+        self.last_sync = Some(now);
+        Ok(true)
+    }
+
+    /// Replaces snapshot and log with a snapshot of `entries`, the whole map at `sequence`
+    /// (deadlines in Unix milliseconds), and an empty log. `sequence` must cover every update
+    /// appended; what was appended and not committed is written and fsynced first.
+    ///
+    /// Crash-safe at every step: until the new snapshot's rename is on disk, recovery finds the
+    /// old snapshot and the (fsynced) log, which hold the same map; after it, the new snapshot,
+    /// and it finishes the clean-up. If this fails after the rename, the journal is
+    /// [`Broken`](JournalError::Broken) and must be reopened.
+    pub fn compact<'a>(
+        &mut self,
+        sequence: u64,
+        entries: impl IntoIterator<Item = Entry<'a>>,
+    ) -> Result<(), JournalError> {
+        self.compact_through(sequence, entries, CompactStep::RemoveOldLog)
+    }
+
+    /// [`compact`](Self::compact) up to and including `last`: the tests stop here to leave the
+    /// files as a crash after that step would.
+    pub(crate) fn compact_through<'a>(
+        &mut self,
+        sequence: u64,
+        entries: impl IntoIterator<Item = Entry<'a>>,
+        last: CompactStep,
+    ) -> Result<(), JournalError> {
+        self.usable()?;
+        if sequence < self.sequence {
+            return Err(JournalError::CompactBehind { snapshot: sequence, appended: self.sequence });
+        }
+        // The old snapshot and log must hold the map at `sequence` until the new snapshot is in.
+        self.sync()?;
+        let temp = files::temp_path(&self.dir, sequence);
+        if let Err(e) = write_snapshot(&temp, sequence, entries) {
+            let _ = files::remove(&temp);
+            return Err(e);
+        }
+        if last == CompactStep::WriteTemp {
+            return Ok(());
+        }
+        let snapshot = files::snapshot_path(&self.dir, sequence);
+        fs::rename(&temp, &snapshot).map_err(|source| JournalError::Io { path: temp.clone(), source })?;
+        self.sequence = sequence;
+        let old = self.base;
+        if let Err(e) = self.switch_log(sequence, last) {
+            // The new snapshot may be what recovery finds: appending to the old log would lose
+            // updates.
+            self.broken = true;
+            return Err(e);
+        }
+        if last <= CompactStep::NewLog || old == sequence {
+            return Ok(());
+        }
+        // Superseded: failures here leave stale files that the next open removes, nothing worse.
+        let remove = |path: PathBuf| files::remove(&path).map_err(|source| JournalError::Io { path, source });
+        remove(files::snapshot_path(&self.dir, old))?;
+        if last == CompactStep::RemoveOldSnapshot {
+            return Ok(());
+        }
+        remove(files::log_path(&self.dir, old))?;
+        files::sync_dir(&self.dir).map_err(|source| JournalError::Io { path: self.dir.clone(), source })
+    }
+
+    /// After the new snapshot's rename: makes it durable, then starts its log (unless the
+    /// sequence did not move: the rename replaced the snapshot, and the log is empty).
+    fn switch_log(&mut self, sequence: u64, last: CompactStep) -> Result<(), JournalError> {
+        let dir_error = |source| JournalError::Io { path: self.dir.clone(), source };
+        files::sync_dir(&self.dir).map_err(dir_error)?;
+        if last == CompactStep::Rename || sequence == self.base {
+            return Ok(());
+        }
+        let log = create_log(&files::log_path(&self.dir, sequence))?;
+        files::sync_dir(&self.dir).map_err(dir_error)?;
+        (self.log, self.base, self.log_len, self.unsynced) = (log, sequence, 0, false);
+        Ok(())
+    }
+
+    /// Bytes in the log (appended ones included): how much a restart would replay, and so when
+    /// to [`compact`](Self::compact).
+    pub fn log_bytes(&self) -> u64 {
+        self.log_len + self.pending.len() as u64
+    }
+
+    /// The last sequence appended or recovered.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// Fsyncs of the log so far (compaction's own not counted).
+    pub fn sync_count(&self) -> u64 {
+        self.syncs
+    }
+
+    fn usable(&self) -> Result<(), JournalError> {
+        if self.broken { Err(JournalError::Broken) } else { Ok(()) }
+    }
+
+    fn write_pending(&mut self) -> Result<(), JournalError> {
+        self.usable()?;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Err(source) = self.log.write_all(&self.pending) {
+            // Part of it may be in the file: appending after that would be unreadable.
+            self.broken = true;
+            return Err(self.log_error(source));
+        }
+        self.log_len += self.pending.len() as u64;
+        self.pending.clear();
+        self.unsynced = true;
+        Ok(())
+    }
+
+    fn sync_log(&mut self) -> Result<(), JournalError> {
+        if let Err(source) = self.log.sync_data() {
+            // After a failed fsync the kernel may have dropped the dirty pages and forgotten the
+            // error: retrying would report success for data that is gone.
+            self.broken = true;
+            return Err(self.log_error(source));
+        }
+        self.unsynced = false;
+        self.syncs += 1;
+        Ok(())
+    }
+
+    fn log_error(&self, source: io::Error) -> JournalError {
+        JournalError::Io { path: files::log_path(&self.dir, self.base), source }
+    }
+}
+
+/// Writes the snapshot to `path` and fsyncs it.
+fn write_snapshot<'a>(
+    path: &Path,
+    sequence: u64,
+    entries: impl IntoIterator<Item = Entry<'a>>,
+) -> Result<(), JournalError> {
+    let io = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let file = File::create(path).map_err(io)?;
+    snapshot::write(&file, sequence, entries).map_err(|e| match e {
+        snapshot::WriteError::Io(source) => io(source),
+        snapshot::WriteError::Unwritable(why) => JournalError::Unwritable(why),
+    })?;
+    file.sync_all().map_err(io)
+}
+
+/// Creates an empty log at `path`, durable (its directory entry aside).
+fn create_log(path: &Path) -> Result<File, JournalError> {
+    let io = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let log = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(io)?;
+    log.sync_all().map_err(io)?;
+    Ok(log)
+}
