@@ -14,7 +14,7 @@ use bytes::Bytes;
 use chp::command::{HUGZ as HUGZ_KEY, PEERSYNC, hugz_message};
 use chp::kvmsg::sequence_frame;
 use chp::server::ha::{HaEvent, HaServer};
-use chp::{Client, ClientOptions, Event, Events, ServerAddress, Status};
+use chp::{Client, ClientOptions, Event, Events, ServerAddress, ServerLoss, Status};
 use common::pair::{
     HEARTBEAT, Observer, PairPorts, SERVER_TTL, ServerProc, caught_up, collector_publisher, in_process_pair, kvset,
 };
@@ -428,7 +428,7 @@ async fn both_servers_down_the_client_keeps_cycling_and_resyncs_when_they_return
             if let (Event::ServerLost { server, reason }, _) =
                 wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await
                 && server == ports.backup
-                && reason.contains("no snapshot")
+                && matches!(reason, ServerLoss::NoSnapshot(_))
             {
                 rejected += 1;
             }
@@ -509,7 +509,7 @@ async fn a_primary_alone_serves_after_peer_expiry_and_a_backup_alone_never() {
         let mut events = client.events();
         for _ in 0..2 {
             let (lost, _) = wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await;
-            assert!(matches!(&lost, Event::ServerLost { reason, .. } if reason.contains("no snapshot")), "{lost:?}");
+            assert!(matches!(&lost, Event::ServerLost { reason: ServerLoss::NoSnapshot(_), .. }), "{lost:?}");
         }
         assert_eq!(backup.state(), State::Backup);
         let votes = backup.star().status();
@@ -853,7 +853,7 @@ async fn a_server_that_never_answers_is_left_and_its_late_answer_never_arrives()
         let client = Client::start(options).unwrap();
         let mut events = client.events();
         let (lost, _) = wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await;
-        assert!(matches!(&lost, Event::ServerLost { reason, .. } if reason.contains("no snapshot")), "{lost:?}");
+        assert!(matches!(&lost, Event::ServerLost { reason: ServerLoss::NoSnapshot(_), .. }), "{lost:?}");
         step("synced with B", client.synced()).await.unwrap();
         assert_eq!(client.status(), Status::Active(b.address().clone()));
         let mut old_ids = BTreeSet::new();

@@ -21,8 +21,9 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use zmtp::{Message, Monitor, MonitorEvent, Socket, SocketType};
 
-use super::attempt::{Connection, End, Loss};
+use super::attempt::{Connection, End};
 use super::failure::Failure;
+use super::failure::ServerLoss;
 use super::recent::RecentWrites;
 use super::replica::Outcome;
 use super::sync::{Answer, Heard, Load, SyncState};
@@ -147,7 +148,7 @@ impl Agent {
         let failure = loop {
             let server = self.options.servers[self.current].clone();
             let end = self.attempt(&server).await;
-            if matches!(end, End::Lost(Loss::Unreachable { .. })) {
+            if matches!(end, End::Lost(ServerLoss::Unreachable { .. })) {
                 unreachable += 1;
                 let n = self.options.servers.len();
                 if unreachable % n == 0 {
@@ -170,7 +171,7 @@ impl Agent {
                         _ => tracing::debug!(server = %server, "server unreachable: {loss}"),
                     }
                     self.note_lost(&server);
-                    self.emit(Event::ServerLost { server, reason: loss.to_string() });
+                    self.emit(Event::ServerLost { server, reason: loss });
                     self.current = (self.current + 1) % self.options.servers.len();
                 }
                 End::Refused(refusal) => {
@@ -178,7 +179,7 @@ impl Agent {
                     // (the application's error): logged at info only.
                     tracing::info!(server = %server, "server refused us: {refusal}");
                     self.note_lost(&server);
-                    self.emit(Event::ServerLost { server, reason: format!("refused: {refusal}") });
+                    self.emit(Event::ServerLost { server, reason: ServerLoss::Refused(refusal.clone()) });
                     self.refused.insert(self.current);
                     let n = self.options.servers.len();
                     if self.refused.len() == n {
@@ -286,7 +287,7 @@ impl Agent {
                     None => self.commands_open = false,
                 },
                 msg = connection.sub.recv() => {
-                    let Ok(msg) = msg else { break End::Lost(Loss::SubscriberClosed) };
+                    let Ok(msg) = msg else { break End::Lost(ServerLoss::SubscriberClosed) };
                     let now = Instant::now();
                     self.last_message = Some(now);
                     // While syncing only the snapshot counts: a server that sends HUGZ but no
@@ -300,7 +301,7 @@ impl Agent {
                     }
                 }
                 msg = connection.dealer.recv(), if syncing => {
-                    let Ok(msg) = msg else { break End::Lost(Loss::SnapshotClosed) };
+                    let Ok(msg) = msg else { break End::Lost(ServerLoss::SnapshotClosed) };
                     let now = Instant::now();
                     self.last_message = Some(now);
                     expiry = now + ttl;
@@ -345,8 +346,8 @@ impl Agent {
                 },
                 _ = tokio::time::sleep_until(expiry) => {
                     break End::Lost(match syncing {
-                        true => Loss::NoSnapshot(ttl),
-                        false => Loss::Silent(ttl),
+                        true => ServerLoss::NoSnapshot(ttl),
+                        false => ServerLoss::Silent(ttl),
                     });
                 }
                 _ = tokio::time::sleep_until(set_check.unwrap_or_else(|| Instant::now() + far)), if set_check.is_some() => {
@@ -508,7 +509,7 @@ impl Agent {
                 self.emit(Event::Gap { expected, got });
                 Err(End::Gap { expected, got })
             }
-            Outcome::Regression { last, got } => Err(End::Lost(Loss::Regression { last, got })),
+            Outcome::Regression { last, got } => Err(End::Lost(ServerLoss::Regression { last, got })),
         }
     }
 

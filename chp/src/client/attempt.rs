@@ -7,7 +7,7 @@ use std::time::Duration;
 use zmtp::{ConnectionError, Monitor, MonitorEvent, Socket, SocketType};
 
 use super::ClientOptions;
-use super::failure::{Refusal, RefusalKind};
+use super::failure::{Refusal, RefusalKind, ServerLoss};
 use crate::address::ServerAddress;
 use crate::command::{HUGZ, IcanHaz, Subtree};
 
@@ -17,7 +17,7 @@ pub(super) enum End {
     /// The client was closed.
     Closed,
     /// Move on to the next server.
-    Lost(Loss),
+    Lost(ServerLoss),
     /// The server refused the handshake (security): move on to the next server, or fail once
     /// every server refused.
     Refused(Refusal),
@@ -25,54 +25,6 @@ pub(super) enum End {
     Gap {
         /// The sequence that should have come.
         expected: u64,
-        /// The sequence that came.
-        got: u64,
-    },
-}
-
-/// Why a server was lost (the text is [`Event::ServerLost`](super::Event::ServerLost)'s reason).
-#[derive(Debug, thiserror::Error)]
-pub(super) enum Loss {
-    /// The server could not be reached at all (connection refused or failed): move on to the
-    /// next server at once, without waiting out the server ttl.
-    #[error("cannot connect to {endpoint}")]
-    Unreachable {
-        /// The endpoint whose connect was retried before any connection was made.
-        endpoint: String,
-    },
-    /// Our socket would not connect (a bad endpoint, say).
-    #[error("cannot connect to {endpoint}: {error}")]
-    Connect {
-        /// The endpoint.
-        endpoint: String,
-        /// Why.
-        error: zmtp::Error,
-    },
-    /// The subscriber socket stopped receiving.
-    #[error("subscriber socket closed")]
-    SubscriberClosed,
-    /// The snapshot socket stopped receiving.
-    #[error("snapshot socket closed")]
-    SnapshotClosed,
-    /// The subscriber's connection ended.
-    #[error("connection to {endpoint} dropped: {error}")]
-    Dropped {
-        /// The server's publisher endpoint.
-        endpoint: String,
-        /// Why.
-        error: Arc<ConnectionError>,
-    },
-    /// No snapshot came within the server ttl.
-    #[error("no snapshot within {0:?} (a passive server, or none)")]
-    NoSnapshot(Duration),
-    /// Nothing came from the server within the server ttl.
-    #[error("nothing received for {0:?} (no HUGZ)")]
-    Silent(Duration),
-    /// The sequence went backwards.
-    #[error("sequence went back from {last} to {got} (server restarted?)")]
-    Regression {
-        /// The last sequence applied.
-        last: u64,
         /// The sequence that came.
         got: u64,
     },
@@ -114,7 +66,7 @@ impl Connection {
         sub.subscribe(options.subtree.as_bytes()).expect("SUB socket");
         let endpoint = server.publisher();
         if let Err(error) = sub.connect(&endpoint).await {
-            return Err(End::Lost(Loss::Connect { endpoint, error }));
+            return Err(End::Lost(ServerLoss::Connect { endpoint, error: Arc::new(error) }));
         }
         let (dealer, dealer_events) = snapshot_socket(options, server).await?;
         Ok(Connection {
@@ -154,7 +106,7 @@ impl Connection {
                 Ok(())
             }
             Some(MonitorEvent::Disconnected { error, .. }) => {
-                Err(End::Lost(Loss::Dropped { endpoint: server.publisher(), error }))
+                Err(End::Lost(ServerLoss::Dropped { endpoint: server.publisher(), error }))
             }
             _ => Ok(()),
         }
@@ -178,7 +130,7 @@ async fn snapshot_socket(options: &ClientOptions, server: &ServerAddress) -> Res
     let endpoint = server.snapshot();
     match dealer.connect(&endpoint).await {
         Ok(_) => Ok((dealer, events)),
-        Err(error) => Err(End::Lost(Loss::Connect { endpoint, error })),
+        Err(error) => Err(End::Lost(ServerLoss::Connect { endpoint, error: Arc::new(error) })),
     }
 }
 
@@ -200,7 +152,7 @@ impl Link {
         match event {
             Some(MonitorEvent::Connected { .. }) => self.reached = true,
             Some(MonitorEvent::ConnectRetried { endpoint, .. }) if !self.reached => {
-                return Err(End::Lost(Loss::Unreachable { endpoint }));
+                return Err(End::Lost(ServerLoss::Unreachable { endpoint }));
             }
             Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
                 if let Some(kind) = refusal(&endpoint, &error, curve, &mut self.closed_in_handshake) {
@@ -286,13 +238,13 @@ mod tests {
     #[test]
     fn loss_reasons_read_as_before() {
         let ttl = Duration::from_millis(300);
-        assert_eq!(Loss::NoSnapshot(ttl).to_string(), "no snapshot within 300ms (a passive server, or none)");
-        assert_eq!(Loss::Silent(ttl).to_string(), "nothing received for 300ms (no HUGZ)");
+        assert_eq!(ServerLoss::NoSnapshot(ttl).to_string(), "no snapshot within 300ms (a passive server, or none)");
+        assert_eq!(ServerLoss::Silent(ttl).to_string(), "nothing received for 300ms (no HUGZ)");
         assert_eq!(
-            Loss::Regression { last: 11, got: 1 }.to_string(),
+            ServerLoss::Regression { last: 11, got: 1 }.to_string(),
             "sequence went back from 11 to 1 (server restarted?)"
         );
         let endpoint = "tcp://127.0.0.1:5557".to_owned();
-        assert_eq!(Loss::Unreachable { endpoint }.to_string(), "cannot connect to tcp://127.0.0.1:5557");
+        assert_eq!(ServerLoss::Unreachable { endpoint }.to_string(), "cannot connect to tcp://127.0.0.1:5557");
     }
 }

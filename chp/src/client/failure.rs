@@ -1,6 +1,8 @@
-//! Why a client stopped for good ([`Failure`]), and how a server refused it ([`Refusal`]).
+//! Why a client stopped for good ([`Failure`]), why it gave up on one server ([`ServerLoss`]), and
+//! how a server refused it ([`Refusal`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use zmtp::ConnectionError;
 
@@ -81,6 +83,68 @@ pub enum RefusalKind {
     #[error("handshake failed")]
     Handshake,
 }
+
+/// Why the client gave up on a server and moved on ([`Event::ServerLost`](super::Event::ServerLost)'s
+/// reason). Errors are shared (`Arc`) so that the event can be cloned to every reader; two losses
+/// are equal when they are the same kind and say the same thing.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerLoss {
+    /// The server could not be reached at all (connection refused or failed): move on to the
+    /// next server at once, without waiting out the server ttl.
+    #[error("cannot connect to {endpoint}")]
+    Unreachable {
+        /// The endpoint whose connect was retried before any connection was made.
+        endpoint: String,
+    },
+    /// Our socket would not connect (a bad endpoint, say).
+    #[error("cannot connect to {endpoint}: {error}")]
+    Connect {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        error: Arc<zmtp::Error>,
+    },
+    /// The subscriber socket stopped receiving.
+    #[error("subscriber socket closed")]
+    SubscriberClosed,
+    /// The snapshot socket stopped receiving.
+    #[error("snapshot socket closed")]
+    SnapshotClosed,
+    /// The subscriber's connection ended.
+    #[error("connection to {endpoint} dropped: {error}")]
+    Dropped {
+        /// The server's publisher endpoint.
+        endpoint: String,
+        /// Why.
+        error: Arc<ConnectionError>,
+    },
+    /// No snapshot came within the server ttl.
+    #[error("no snapshot within {0:?} (a passive server, or none)")]
+    NoSnapshot(Duration),
+    /// Nothing came from the server within the server ttl.
+    #[error("nothing received for {0:?} (no HUGZ)")]
+    Silent(Duration),
+    /// The server refused our handshake (see [`Refusal`] for the likely cause).
+    #[error("refused: {0}")]
+    Refused(Refusal),
+    /// The sequence went backwards.
+    #[error("sequence went back from {last} to {got} (server restarted?)")]
+    Regression {
+        /// The last sequence applied.
+        last: u64,
+        /// The sequence that came.
+        got: u64,
+    },
+}
+
+impl PartialEq for ServerLoss {
+    fn eq(&self, other: &ServerLoss) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other) && self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for ServerLoss {}
 
 #[cfg(test)]
 mod tests {

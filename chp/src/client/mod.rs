@@ -84,7 +84,7 @@ use crate::command::{Subtree, is_reserved_key};
 use crate::kvmsg::{KvMsg, check_key};
 use crate::security::ClientCurve;
 
-pub use self::failure::{Failure, Refusal, RefusalKind};
+pub use self::failure::{Failure, Refusal, RefusalKind, ServerLoss};
 
 /// What to do when a whole-map client detects a skipped sequence (lost updates).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -286,8 +286,8 @@ pub enum Event {
     ServerLost {
         /// The server.
         server: ServerAddress,
-        /// Why.
-        reason: String,
+        /// Why (its `Display` is the line a log or a CLI shows).
+        reason: ServerLoss,
     },
     /// Updates were lost: the sequence jumped from `expected - 1` to `got`.
     Gap {
