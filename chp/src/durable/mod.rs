@@ -42,10 +42,10 @@ mod error;
 mod fields;
 mod files;
 mod journal;
-mod log;
-mod record;
+pub(crate) mod log;
+pub(crate) mod record;
 mod recovery;
-mod snapshot;
+pub(crate) mod snapshot;
 #[cfg(test)]
 mod tests;
 mod update;
