@@ -5,7 +5,7 @@
 //! - `snapshot-<S>.chp.tmp`: a snapshot being written, never read (renamed when whole, deleted
 //!   when found at recovery: a crash interrupted it).
 //!
-//! Other files are left alone.
+//! Other files (other names, other digit counts) are left alone.
 
 use std::fs::{self, File};
 use std::io;
@@ -42,7 +42,14 @@ pub(crate) fn list(dir: &Path) -> io::Result<Listing> {
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let sequence_of = |prefix: &str| name.strip_prefix(prefix)?.strip_suffix(EXTENSION)?.parse::<u64>().ok();
+        // Exactly the names this module makes: a hand-made `log-7.chp` is not `log-000…007.chp`.
+        let sequence_of = |prefix: &str| {
+            let digits = name.strip_prefix(prefix)?.strip_suffix(EXTENSION)?;
+            if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            digits.parse::<u64>().ok()
+        };
         if let Some(sequence) = sequence_of(SNAPSHOT) {
             listing.snapshots.push(sequence);
         } else if let Some(sequence) = sequence_of(LOG) {

@@ -381,3 +381,15 @@ fn each_durability_fsyncs_when_it_says() {
     never.sync().unwrap();
     assert_eq!(never.sync_count(), 1);
 }
+
+#[test]
+fn files_of_other_names_are_left_alone() {
+    let dir = TempDir::new("other-files");
+    drop(open(&dir));
+    for name in ["notes.txt", "log-7.chp", "snapshot-+0000000000000000009.chp"] {
+        fs::write(dir.path().join(name), b"not ours").unwrap();
+    }
+    let (_, recovered) = open(&dir);
+    assert_eq!(recovered.sequence, 0);
+    assert_eq!(dir.file_names().len(), 4);
+}

@@ -141,7 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn every_cut_of_the_payload_is_malformed_or_shorter_value() {
+    fn every_cut_before_the_value_is_refused() {
         let mut msg = KvMsg::new("/k", "v");
         msg.uuid = Some(Uuid::new_v4());
         msg.properties.insert("ttl", "2").unwrap();
