@@ -33,6 +33,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bstar::Side;
+use chp::durable::Durability;
 use chp::server::ha::{HaConfig, HaEvent, HaServer};
 use chp::server::pending::PendingConfig;
 use chp::{
@@ -66,6 +67,16 @@ enum Cmd {
         /// Largest value accepted, in bytes.
         #[arg(long, default_value_t = 1 << 20)]
         max_value: usize,
+        /// Keep the map in this directory: a restarted server serves the map, ttl deadlines and
+        /// sequence it had (single server only, for now)
+        #[arg(long, value_name = "DIR", help_heading = "Durability")]
+        data_dir: Option<std::path::PathBuf>,
+        /// When updates reach the disk: `always` (fsync before an update is published: nothing
+        /// published is ever lost), `interval:MS` (fsync at most every MS ms: a power failure loses
+        /// up to MS ms of updates), `never` (leave it to the OS: a power failure loses what it had
+        /// not written; a crash of the server alone loses nothing in any mode)
+        #[arg(long, value_name = "POLICY", default_value = "always", value_parser = durability, help_heading = "Durability", requires = "data_dir")]
+        durability: Durability,
         #[command(flatten)]
         pair: Pair,
         #[command(flatten)]
@@ -115,6 +126,18 @@ enum Cmd {
     },
     /// Print a new CURVE key pair ("public: …", "secret: …", Z85).
     Keygen,
+}
+
+/// `always`, `interval:MS` or `never` (see `chp server --help`).
+fn durability(text: &str) -> Result<Durability, String> {
+    match text {
+        "always" => Ok(Durability::Always),
+        "never" => Ok(Durability::Never),
+        _ => match text.strip_prefix("interval:").and_then(|ms| ms.parse::<u64>().ok()).filter(|&ms| ms > 0) {
+            Some(ms) => Ok(Durability::Interval(Duration::from_millis(ms))),
+            None => Err("expected always, interval:MS (MS > 0) or never".into()),
+        },
+    }
 }
 
 /// A server's security. Key arguments take `allow_hyphen_values`: a Z85 key may begin with `-`
@@ -279,8 +302,11 @@ async fn main() -> ExitCode {
 
 async fn run(cmd: Cmd) -> Fallible<ExitCode> {
     match cmd {
-        Cmd::Server { port, bind, hugz_ms, max_value, pair, security } => {
+        Cmd::Server { port, bind, hugz_ms, max_value, data_dir, durability, pair, security } => {
             let curve = security.curve(pair.side().is_some())?;
+            if data_dir.is_some() && pair.side().is_some() {
+                return Err(usage("--data-dir is for a single server (a pair keeps its map in memory, for now)"));
+            }
             if let Some(side) = pair.side() {
                 return pair_server(side, port, bind, hugz_ms, max_value, pair, curve).await;
             }
@@ -293,6 +319,8 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
                 hugz_interval: Duration::from_millis(hugz_ms.max(1)),
                 max_value_len: max_value,
                 curve: curve.clone(),
+                data_dir,
+                durability,
                 ..ServerConfig::default()
             };
             let server = Server::bind(config).await.map_err(|e| e.to_string())?;

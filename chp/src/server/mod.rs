@@ -30,12 +30,14 @@
 
 pub mod ha;
 pub mod pending;
+mod persist;
 mod snapshot;
 mod state;
 mod view;
 
 use std::collections::BTreeSet;
 use std::ops::Deref;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,10 +45,12 @@ use tokio::time::Instant;
 use zmtp::task::{Background, StopSignal};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
+use self::persist::Persist;
 pub use self::state::{ApplyError, Followed, MAX_TTL, PeerEntry, ServerState, parse_ttl};
 use self::view::Shared;
 pub use self::view::{ServerStats, ServerView};
 use crate::command::{KvSet, hugz_message};
+use crate::durable::{Durability, JournalError};
 use crate::kvmsg::KvMsg;
 use crate::security::ServerCurve;
 
@@ -79,6 +83,12 @@ pub struct ServerConfig {
     pub snapshot_peer_bytes: usize,
     /// CURVE on the three sockets (see [`ServerCurve`]); `None` (the default): no security.
     pub curve: Option<ServerCurve>,
+    /// Keep the map on disk in this directory (see [`crate::durable`]): a restarted server
+    /// serves the map, ttl deadlines and sequence it had. `None` (the default): in memory only.
+    pub data_dir: Option<PathBuf>,
+    /// With a [`data_dir`](Self::data_dir): when updates reach the disk, and so what a power
+    /// failure can lose. Default [`Durability::Always`]: nothing that was published.
+    pub durability: Durability,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +104,8 @@ impl Default for ServerConfig {
             subscriber_bytes: 16 << 20,
             snapshot_peer_bytes: 1 << 20,
             curve: None,
+            data_dir: None,
+            durability: Durability::Always,
         }
     }
 }
@@ -116,6 +128,9 @@ pub enum ServerError {
     /// The configured port leaves no room for P+1 and P+2.
     #[error("port {0} is too high: the server uses P, P+1 and P+2, so P must be 1..=65533")]
     PortTooHigh(u16),
+    /// The data directory could not be opened or its contents read.
+    #[error("data directory: {0}")]
+    Journal(#[from] JournalError),
 }
 
 /// A running single CHP server (see the [module docs](self)). Dropping it stops it.
@@ -140,11 +155,29 @@ const WELCOME_HUGZ: [Duration; 4] =
 
 impl Server {
     /// Binds the three sockets and starts serving.
+    ///
+    /// With a [`data_dir`](ServerConfig::data_dir), the map stored there is loaded first (the
+    /// sequence continues from it), before any socket is bound.
     pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        let mut state = ServerState::new(std::time::Instant::now());
+        state.set_max_value_len(config.max_value_len);
+        let (state, persist) = match config.data_dir.clone() {
+            None => (state, None),
+            Some(dir) => {
+                let durability = config.durability;
+                let (state, persist) = tokio::task::spawn_blocking(move || {
+                    let persist = Persist::open(&dir, durability, &mut state);
+                    (state, persist)
+                })
+                .await
+                .expect("opening the journal panicked");
+                (state, Some(persist?))
+            }
+        };
         let (sockets, pub_events) = bind_sockets(&config).await?;
-        let view = ServerView::new(&config.bind, sockets.port, config.max_value_len);
+        let view = ServerView::serving(&config.bind, sockets.port, state);
         let shared = view.shared().clone();
-        let task = Background::spawn(|stop| run(sockets, pub_events, shared, config, stop));
+        let task = Background::spawn(|stop| run(sockets, pub_events, shared, config, persist, stop));
         tracing::info!(address = %view.address(), "CHP server listening (snapshot P, publisher P+1, collector P+2)");
         Ok(Server { view, task })
     }
@@ -276,6 +309,7 @@ async fn run(
     mut pub_events: zmtp::Monitor,
     shared: Arc<Shared>,
     config: ServerConfig,
+    mut persist: Option<Persist>,
     mut stop: StopSignal,
 ) {
     let Sockets { snapshot, publisher, collector, .. } = sockets;
@@ -291,6 +325,10 @@ async fn run(
     let mut batch = Vec::with_capacity(BATCH);
     let mut publish: Vec<KvMsg> = Vec::with_capacity(BATCH);
     let far = Duration::from_secs(3600);
+    let mut sync_timer = match (&persist, config.durability) {
+        (Some(_), Durability::Interval(every)) => Some(tokio::time::interval(every)),
+        _ => None,
+    };
     loop {
         let expiry = shared.lock().next_expiry().map(Instant::from_std);
         let hugz_at = welcome.first().copied().map_or(next_hugz, |w| w.min(next_hugz));
@@ -306,10 +344,22 @@ async fn run(
                     }
                 }
                 collect(&shared, &mut batch, &mut publish);
+                if let Err(e) = persisted(&mut persist, &shared, &publish).await {
+                    tracing::error!(error = %e, "cannot write the journal: the server stops (nothing unwritten was published)");
+                    break;
+                }
                 for update in publish.drain(..) {
                     if publisher.send(update.to_message()).await.is_err() {
                         break;
                     }
+                }
+            }
+            _ = async { sync_timer.as_mut().expect("enabled").tick().await }, if sync_timer.is_some() => {
+                if let Some(persist) = persist.as_mut()
+                    && let Err(e) = persist.tick().await
+                {
+                    tracing::error!(error = %e, "cannot sync the journal: the server stops");
+                    break;
                 }
             }
             msg = snapshot.recv() => {
@@ -319,6 +369,10 @@ async fn run(
             _ = tokio::time::sleep_until(expiry.unwrap_or_else(|| Instant::now() + far)), if expiry.is_some() => {
                 shared.lock().expire(std::time::Instant::now(), &mut publish);
                 shared.stats.expired.add(publish.len() as u64);
+                if let Err(e) = persisted(&mut persist, &shared, &publish).await {
+                    tracing::error!(error = %e, "cannot write the journal: the server stops (nothing unwritten was published)");
+                    break;
+                }
                 for update in publish.drain(..) {
                     tracing::debug!(key = %update.key.escape_ascii(), sequence = update.sequence, "expired");
                     let _ = publisher.send(update.to_message()).await;
@@ -370,6 +424,14 @@ fn log_refused(peer: &str, error: &zmtp::ConnectionError, secure: bool) {
             tracing::warn!(peer, %error, suppressed, "refused a subscriber: handshake failed");
         }
     }
+}
+
+/// Journals `updates` (just applied) and commits them, if the server keeps a journal: they may be
+/// published once this returns `Ok`.
+async fn persisted(persist: &mut Option<Persist>, shared: &Arc<Shared>, updates: &[KvMsg]) -> Result<(), JournalError> {
+    let Some(persist) = persist.as_mut().filter(|_| !updates.is_empty()) else { return Ok(()) };
+    persist.append(&shared.lock(), updates)?;
+    persist.commit(shared).await
 }
 
 /// Applies a batch of collector messages under one lock; fills `publish` with the KVPUBs.

@@ -139,6 +139,16 @@ impl ServerState {
         self.store.get(key)?.deadline.map(|ms| self.instant(ms))
     }
 
+    /// The instant deadlines count from: an entry's `deadline` is milliseconds after it.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// `key`'s deadline in milliseconds after [`epoch`](Self::epoch), if it has a ttl.
+    pub fn deadline_of(&self, key: &[u8]) -> Option<u64> {
+        self.store.get(key)?.deadline
+    }
+
     /// Every entry in key order.
     pub fn entries(&self) -> impl Iterator<Item = Entry<'_>> {
         self.store.iter()

@@ -85,6 +85,13 @@ impl ServerView {
     /// An empty map (accepting values up to `max_value_len` bytes), served at `port` on the
     /// interface `bind`.
     pub(super) fn new(bind: &str, port: u16, max_value_len: usize) -> ServerView {
+        let mut state = ServerState::new(std::time::Instant::now());
+        state.set_max_value_len(max_value_len);
+        ServerView::serving(bind, port, state)
+    }
+
+    /// A view of `state` (a map recovered from disk, say), served at `port` on `bind`.
+    pub(super) fn serving(bind: &str, port: u16, state: ServerState) -> ServerView {
         // A wildcard bind is reached at the loopback address.
         let host = match bind {
             "*" | "0.0.0.0" => "127.0.0.1",
@@ -92,8 +99,6 @@ impl ServerView {
             other => other,
         };
         let address = ServerAddress::new(host, port).expect("bound port checked");
-        let mut state = ServerState::new(std::time::Instant::now());
-        state.set_max_value_len(max_value_len);
         let shared = Arc::new(Shared { state: Mutex::new(state), stats: Stats::default() });
         ServerView { address, shared }
     }

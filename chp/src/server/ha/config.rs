@@ -110,6 +110,10 @@ pub enum HaError {
     /// The pair is broken: dual actives or dual passives. The server stopped.
     #[error("fatal: {0}")]
     Fatal(bstar::FsmError),
+    /// A pair server was given a data directory: a pair keeps its map in memory only (for now),
+    /// so this is refused rather than ignored.
+    #[error("a pair server does not keep a data directory yet (only a single server does)")]
+    DataDirUnsupported,
 }
 
 impl From<bstar::Error> for HaError {

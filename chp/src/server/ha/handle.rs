@@ -31,6 +31,9 @@ impl HaServer {
     /// Binds the CHP sockets (the SNAPSHOT socket being the Binary Star voter) and the Binary
     /// Star sockets, and starts.
     pub async fn bind(config: HaConfig) -> Result<HaServer, HaError> {
+        if config.server.data_dir.is_some() {
+            return Err(HaError::DataDirUnsupported);
+        }
         let sockets = Sockets::bind(&config).await?;
         let star = sockets.star.handle();
         let server = &config.server;
