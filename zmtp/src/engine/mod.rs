@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::ConnectionError;
 use crate::link::peer_id::PeerId;
 use crate::monitor::MonitorEvent;
-use crate::transport::Conn;
 use crate::transport::inproc::{InprocConn, Rendezvous};
+use crate::transport::{AnyStream, Conn};
 
 /// Counts inbound frames so the heartbeat can tell whether the peer said anything since a PING.
 #[derive(Debug, Default)]
@@ -63,7 +63,7 @@ pub(crate) async fn run_inproc<H: Host>(
     kill: CancellationToken,
     info: ConnectionInfo<'_>,
 ) -> Result<(), Arc<ConnectionError>> {
-    run_with(core, slot, conn.stream, conn.rendezvous, kill, info).await
+    run_with(core, slot, AnyStream::Inproc(conn.stream), conn.rendezvous, kill, info).await
 }
 
 async fn run_with<H: Host, C: Conn>(

@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{self, ConnectionInfo, Host};
 use crate::error::ConnectionError;
 use crate::link::peer_id::PeerId;
-use crate::transport::{self, Connection};
+use crate::transport::{self, AnyStream, Connection};
 
 /// Runs one connection (accepted, or made by a connect) to its end.
 pub(super) async fn run_connection<H: Host>(
@@ -26,10 +26,10 @@ pub(super) async fn run_connection<H: Host>(
             if let Err(e) = transport::set_keepalive(&s, &opts) {
                 tracing::warn!(endpoint, error = %e, "cannot set TCP keepalive options");
             }
-            engine::run(host, slot, s, kill, info).await
+            engine::run(host, slot, AnyStream::Tcp(s), kill, info).await
         }
         #[cfg(unix)]
-        Connection::Ipc(s) => engine::run(host, slot, s, kill, info).await,
+        Connection::Ipc(s) => engine::run(host, slot, AnyStream::Ipc(s), kill, info).await,
         Connection::Inproc(c) => engine::run_inproc(host, slot, c, kill, info).await,
     }
 }
