@@ -131,6 +131,9 @@ pub enum ServerError {
     /// The data directory could not be opened or its contents read.
     #[error("data directory: {0}")]
     Journal(#[from] JournalError),
+    /// A data directory was given to a build without the `durable` feature.
+    #[error("this build keeps no data directory (chp's `durable` feature is off)")]
+    NotDurable,
 }
 
 /// A running single CHP server (see the [module docs](self)). Dropping it stops it.
@@ -163,6 +166,9 @@ impl Server {
         state.set_max_value_len(config.max_value_len);
         let (state, persist) = match config.data_dir.clone() {
             None => (state, None),
+            #[cfg(not(feature = "durable"))]
+            Some(_) => return Err(ServerError::NotDurable),
+            #[cfg(feature = "durable")]
             Some(dir) => {
                 let durability = config.durability;
                 let (state, persist) = tokio::task::spawn_blocking(move || {
