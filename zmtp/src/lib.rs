@@ -9,7 +9,7 @@
 //!   authenticators (the ZAP model).
 //! - [`timeouts`]: how RCVTIMEO/SNDTIMEO and the Lazy Pirate retry look with tokio.
 //! - [`blocking`]: the same sockets for programs that do not run tokio.
-//! - [`Proxy`] / [`proxy`]: `zmq_proxy_steerable`; [`task`]: the handle of a background component
+//! - [`Proxy`] / [`proxy()`]: `zmq_proxy_steerable`; [`task`]: the handle of a background component
 //!   (what chp's servers and ppp's queue and worker return).
 //! - [`Error`]: one error type, with the peer-caused [`Fault`]s and [`Refusal`]s.
 //!
