@@ -4,34 +4,12 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{ChildStdout, Command};
 use zmtp_testkit::{bounded, free_port, step};
 
-const BIN: &str = env!("CARGO_BIN_EXE_chp");
+mod common;
 
-struct ServerProcess {
-    _child: Child,
-    address: String,
-}
-
-/// `chp server --port 0` on loopback; its first stdout line names the address.
-async fn spawn_server() -> ServerProcess {
-    let mut child = Command::new(BIN)
-        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--hugz-ms", "50"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn chp server");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = step("server starts", lines.next_line()).await.unwrap().unwrap();
-    let address = line
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    ServerProcess { _child: child, address }
-}
+use common::process::{BIN, ServerProcess, spawn_server};
 
 async fn chp(args: &[&str]) -> Output {
     let run = Command::new(BIN).args(args).stdin(Stdio::null()).kill_on_drop(true).output();
@@ -58,7 +36,7 @@ async fn fails(args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_get_del_dump() {
     bounded(async {
-        let s = spawn_server().await;
+        let s = spawn_server(&["--port", "0", "--hugz-ms", "50"]).await;
         assert_eq!(ok(&s, &["set", "/a/x", "1"]).await, "");
         ok(&s, &["set", "/a/y", "two words"]).await;
         ok(&s, &["set", "/b/z", "3", "--ttl", "60"]).await;
@@ -79,7 +57,7 @@ async fn set_get_del_dump() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_with_ttl_expires() {
     bounded(async {
-        let s = spawn_server().await;
+        let s = spawn_server(&["--port", "0", "--hugz-ms", "50"]).await;
         // A ttl long enough that no loaded machine reaches it between two commands: it is there.
         ok(&s, &["set", "/long", "v", "--ttl", "60"]).await;
         assert_eq!(ok(&s, &["get", "/long"]).await, "v\n");
@@ -105,7 +83,7 @@ async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_prints_the_snapshot_then_every_change() {
     bounded(async {
-        let s = spawn_server().await;
+        let s = spawn_server(&["--port", "0", "--hugz-ms", "50"]).await;
         ok(&s, &["set", "/w/a", "1"]).await;
         ok(&s, &["set", "/w/b", "2"]).await;
         ok(&s, &["set", "/other/c", "3"]).await;
@@ -141,7 +119,7 @@ async fn human_readable_errors() {
         assert!(err.starts_with("chp: invalid server address \"localhost:5556\": expected tcp://host:port"), "{err}");
         let err = fails(&["dump", "--subtree", "/a", "--server", "tcp://127.0.0.1:9"]).await;
         assert!(err.starts_with("chp: invalid subtree \"/a\""), "{err}");
-        let s = spawn_server().await;
+        let s = spawn_server(&["--port", "0", "--hugz-ms", "50"]).await;
         let err = fails(&["set", "HUGZ", "x", "--server", &s.address]).await;
         assert!(err.starts_with("chp: invalid key \"HUGZ\""), "{err}");
         let err = fails(&["set", "k", "x", "--ttl=-1", "--server", &s.address]).await;

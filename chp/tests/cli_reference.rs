@@ -6,34 +6,13 @@
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_chp");
+mod common;
+
+use common::process::{BIN, spawn_server};
+
 const STEP: Duration = Duration::from_secs(20);
-
-struct ServerProcess {
-    _child: Child,
-    address: String,
-}
-
-async fn spawn_server(hugz_ms: &str) -> ServerProcess {
-    let mut child = Command::new(BIN)
-        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--hugz-ms", hugz_ms])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn chp server");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(STEP, lines.next_line()).await.expect("server starts").unwrap().unwrap();
-    let address = line
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    ServerProcess { _child: child, address }
-}
 
 async fn chp(args: &[&str]) -> Output {
     let run = Command::new(BIN).args(args).stdin(Stdio::null()).kill_on_drop(true).output();
@@ -54,7 +33,7 @@ fn dead_address() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shot_commands_answer_when_the_first_server_is_down() {
-    let live = spawn_server("50").await;
+    let live = spawn_server(&["--port", "0", "--hugz-ms", "50"]).await;
     let dead = dead_address();
     let servers = ["--server", dead.as_str(), "--server", live.address.as_str(), "--timeout", "3"];
     let set: Vec<&str> = ["set", "/pair/k", "v"].iter().chain(servers.iter()).copied().collect();
@@ -69,7 +48,7 @@ async fn one_shot_commands_answer_when_the_first_server_is_down() {
 async fn one_shot_commands_do_not_wait_for_a_hugz() {
     // HUGZ once every ten minutes: a client that waits for a first published message before asking
     // for the snapshot cannot answer within its 3 s timeout.
-    let server = spawn_server("600000").await;
+    let server = spawn_server(&["--port", "0", "--hugz-ms", "600000"]).await;
     let at = ["--server", server.address.as_str(), "--timeout", "3"];
     let set: Vec<&str> = ["set", "/rare/k", "v"].iter().chain(at.iter()).copied().collect();
     ok(&set).await;

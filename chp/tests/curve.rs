@@ -13,13 +13,12 @@ use bytes::Bytes;
 use chp::{Client, ClientCurve, ClientError, ClientOptions, Event, Server, ServerAddress, ServerCurve, Status};
 use common::pair::free_ports;
 use common::pair::{PairPorts, ServerProc, caught_up};
+use common::process::{BIN, spawn_server};
 use common::{map, server_with, synced, wait_event};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use zmtp::security::KeyPair;
 use zmtp_testkit::{bounded, eventually, step};
-
-const BIN: &str = env!("CARGO_BIN_EXE_chp");
 
 /// Test client options for one server over CURVE with `keys`.
 fn curve_options(server: &Server, server_key: [u8; 32], keys: &KeyPair, subtree: &str) -> ClientOptions {
@@ -247,27 +246,6 @@ fn hyphen_key() -> [u8; 32] {
     key
 }
 
-/// `chp server --port P EXTRA`; returns the process and its address.
-async fn spawn_server(extra: &[&str]) -> (Child, String) {
-    let port = free_ports(1)[0].to_string();
-    let mut child = Command::new(BIN)
-        .args(["server", "--port", &port, "--bind", "127.0.0.1", "--hugz-ms", "50"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn chp server");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = step("server starts", lines.next_line()).await.unwrap().unwrap();
-    let address = line
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    (child, address)
-}
-
 async fn chp(args: &[&str]) -> Output {
     let run = Command::new(BIN).args(args).stdin(Stdio::null()).kill_on_drop(true).output();
     step("chp finishes", run).await.expect("chp runs")
@@ -301,8 +279,10 @@ async fn the_cli_over_curve() {
         let client = KeyPair::from_secret_bytes(hyphen_key());
         let (client_public, client_secret) = (client.public_z85(), client.secret_z85());
         assert!(client_secret.starts_with('-'), "{client_secret}");
-        let (_server, address) =
-            spawn_server(&["--curve-server", &server_secret, "--curve-allow", &client_public]).await;
+        let server_args =
+            ["--port", "0", "--hugz-ms", "50", "--curve-server", &server_secret, "--curve-allow", &client_public];
+        let server = spawn_server(&server_args).await;
+        let address = server.address.clone();
         let sec: [&str; 6] =
             ["--server", &address, "--curve-serverkey", &server_public, "--curve-secretkey", &client_secret];
 

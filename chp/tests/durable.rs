@@ -2,17 +2,17 @@
 //! process killed with SIGKILL — with its ttl deadlines, and its sequence carries on.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use chp::durable::Durability;
 use chp::server::ha::{HaConfig, HaError, HaServer};
 use chp::{Client, Server, ServerConfig};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use zmtp_testkit::{bounded, eventually, step, unique};
 
-const BIN: &str = env!("CARGO_BIN_EXE_chp");
+mod common;
+
+use common::process::{BIN, spawn_server};
 
 /// A fresh, empty data directory (removed when dropped).
 struct DataDir(PathBuf);
@@ -107,26 +107,6 @@ async fn a_ttl_that_passed_while_the_server_was_down_expires_after_the_restart()
     .await
 }
 
-/// `chp server --data-dir DIR --port 0`; its first stdout line names the address.
-async fn spawn_server(dir: &DataDir) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--hugz-ms", "50", "--data-dir"])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn chp server");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = step("server starts", lines.next_line()).await.unwrap().unwrap();
-    let address = line
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    (child, address)
-}
-
 async fn chp(args: &[&str], address: &str) -> String {
     let out = step("chp finishes", Command::new(BIN).args(args).args(["--server", address]).output()).await.unwrap();
     assert!(out.status.success(), "chp {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -139,7 +119,9 @@ async fn every_confirmed_set_survives_sigkill() {
         let dir = DataDir::new();
         let mut expected = String::new();
         for round in 0..3 {
-            let (mut child, address) = spawn_server(&dir).await;
+            let data_dir = dir.path().to_str().unwrap();
+            let server_args = ["--port", "0", "--hugz-ms", "50", "--data-dir", data_dir];
+            let common::process::ServerProcess { mut child, address } = spawn_server(&server_args).await;
             for i in 0..5 {
                 let key = format!("/r{round}/k{i}");
                 // `chp set` returns once the server published the update: under the default
@@ -150,7 +132,8 @@ async fn every_confirmed_set_survives_sigkill() {
             // No clean shutdown: the process is killed outright.
             child.start_kill().unwrap();
             child.wait().await.unwrap();
-            let (child, address) = spawn_server(&dir).await;
+            let restarted = spawn_server(&server_args).await;
+            let (child, address) = (restarted.child, restarted.address);
             let mut dumped: Vec<&str> = Vec::new();
             let out = chp(&["dump"], &address).await;
             dumped.extend(out.lines());

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod pair;
+pub mod process;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
