@@ -77,6 +77,10 @@ enum Cmd {
         /// not written; a crash of the server alone loses nothing in any mode)
         #[arg(long, value_name = "POLICY", default_value = "always", value_parser = durability, help_heading = "Durability", requires = "data_dir")]
         durability: Durability,
+        /// Serve the server's counters in the Prometheus text format at http://ADDR/metrics (no
+        /// authentication: bind it to loopback or a management network)
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
         #[command(flatten)]
         pair: Pair,
         #[command(flatten)]
@@ -302,27 +306,33 @@ async fn main() -> ExitCode {
 
 async fn run(cmd: Cmd) -> Fallible<ExitCode> {
     match cmd {
-        Cmd::Server { port, bind, hugz_ms, max_value, data_dir, durability, pair, security } => {
+        Cmd::Server { port, bind, hugz_ms, max_value, data_dir, durability, metrics, pair, security } => {
             let curve = security.curve(pair.side().is_some())?;
             if data_dir.is_some() && pair.side().is_some() {
                 return Err(usage("--data-dir is for a single server (a pair keeps its map in memory, for now)"));
             }
+            let metrics = match metrics {
+                Some(addr) => Some(
+                    tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|e| format!("cannot bind --metrics {addr}: {e}"))?,
+                ),
+                None => None,
+            };
+            let base = ServerConfig {
+                bind,
+                hugz_interval: Duration::from_millis(hugz_ms.max(1)),
+                max_value_len: max_value,
+                ..ServerConfig::default()
+            };
             if let Some(side) = pair.side() {
-                return pair_server(side, port, bind, hugz_ms, max_value, pair, curve).await;
+                return pair_server(side, port, base, pair, curve, metrics).await;
             }
             if pair.given() {
                 return Err(usage("--state, --peer-state and --peer need --primary or --backup"));
             }
-            let config = ServerConfig {
-                bind,
-                port: port.unwrap_or(5556),
-                hugz_interval: Duration::from_millis(hugz_ms.max(1)),
-                max_value_len: max_value,
-                curve: curve.clone(),
-                data_dir,
-                durability,
-                ..ServerConfig::default()
-            };
+            let config =
+                ServerConfig { port: port.unwrap_or(5556), curve: curve.clone(), data_dir, durability, ..base };
             let server = Server::bind(config).await.map_err(|e| e.to_string())?;
             let a = server.address();
             println!(
@@ -332,6 +342,7 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
                 a.port() + 2,
                 curve_note(curve.as_ref())
             );
+            serve_metrics(metrics, &server)?;
             std::io::stdout().flush().map_err(|e| e.to_string())?;
             server.wait().await;
             Ok(ExitCode::SUCCESS)
@@ -502,14 +513,22 @@ async fn watch(subtree: Subtree, conn: Conn) -> Fallible<ExitCode> {
 
 /// One server of a high-availability pair; returns when it stops (exit code 3 on a fatal pair
 /// failure).
+/// Serves the server's counters on the `--metrics` listener, if one was given, and says where.
+fn serve_metrics(listener: Option<tokio::net::TcpListener>, view: &chp::ServerView) -> Fallible {
+    let Some(listener) = listener else { return Ok(()) };
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("metrics on http://{addr}/metrics");
+    tokio::spawn(chp::server::metrics::serve(listener, view.clone()));
+    Ok(())
+}
+
 async fn pair_server(
     side: Side,
     port: Option<u16>,
-    bind: String,
-    hugz_ms: u64,
-    max_value: usize,
+    base: ServerConfig,
     pair: Pair,
     curve: Option<ServerCurve>,
+    metrics: Option<tokio::net::TcpListener>,
 ) -> Fallible<ExitCode> {
     let (default_port, state, peer_state, peer) = match side {
         Side::Primary => (5556, "tcp://*:5003", "tcp://localhost:5004", "tcp://localhost:5566"),
@@ -524,10 +543,10 @@ async fn pair_server(
     let state = pair.state.clone().unwrap_or_else(|| state.to_owned());
     let peer_state = pair.peer_state.clone().unwrap_or_else(|| peer_state.to_owned());
     let mut config = HaConfig::new(side, port, &state, &peer_state, peer.clone())
-        .bind(bind)
-        .hugz(Duration::from_millis(hugz_ms.max(1)))
+        .bind(base.bind)
+        .hugz(base.hugz_interval)
         .heartbeat(Duration::from_millis(pair.heartbeat_ms.max(1)));
-    config.server.max_value_len = max_value;
+    config.server.max_value_len = base.max_value_len;
     config.pending =
         PendingConfig { window: Duration::from_millis(pair.pending_window_ms), ..PendingConfig::default() };
     config.peer_sync_timeout = Duration::from_millis(pair.peer_sync_timeout_ms.max(1));
@@ -543,6 +562,7 @@ async fn pair_server(
         a.port() + 2,
         pair.heartbeat_ms
     ))?;
+    serve_metrics(metrics, &server)?;
     let mut status = (pair.status_ms > 0).then(|| tokio::time::interval(Duration::from_millis(pair.status_ms)));
     loop {
         let tick = async {

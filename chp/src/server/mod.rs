@@ -29,6 +29,7 @@
 //! ```
 
 pub mod ha;
+pub mod metrics;
 pub mod pending;
 mod persist;
 mod snapshot;
@@ -362,7 +363,7 @@ async fn run(
             }
             _ = async { sync_timer.as_mut().expect("enabled").tick().await }, if sync_timer.is_some() => {
                 if let Some(persist) = persist.as_mut()
-                    && let Err(e) = persist.tick().await
+                    && let Err(e) = persist.tick(&shared).await
                 {
                     tracing::error!(error = %e, "cannot sync the journal: the server stops");
                     break;

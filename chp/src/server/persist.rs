@@ -1,12 +1,14 @@
 //! The server's use of the [journal](crate::durable) (feature `durable`; without it [`Persist`] is
-//! a type with no values, so a server can hold none and none of the journal's code is linked): what it appends, when it commits and
+//! a type with no values, so a server can hold none and none of the journal's code is linked):
+//! what it appends, when it commits and
 //! compacts, and the conversion between the state's deadlines (milliseconds after its epoch, a
 //! monotonic instant) and the journal's (wall-clock Unix milliseconds, which survive a restart).
 //!
 //! The journal does blocking file I/O and fsyncs, so every call that may touch the disk runs on
 //! tokio's blocking pool; the journal is moved there and back, which is why it is held in an
 //! `Option`. An update is published only after the commit that covers it returns, so under
-//! [`Durability::Always`] every update a client sees (and every `set` it had confirmed) is on disk.
+//! [`Durability::Always`](crate::durable::Durability::Always) every update a client sees (and
+//! every `set` it had confirmed) is on disk.
 
 #[cfg(not(feature = "durable"))]
 pub(super) use self::disabled::Persist;
@@ -34,7 +36,7 @@ mod disabled {
             match *self {}
         }
 
-        pub(in crate::server) async fn tick(&mut self) -> Result<(), JournalError> {
+        pub(in crate::server) async fn tick(&mut self, _: &Shared) -> Result<(), JournalError> {
             match *self {}
         }
     }
@@ -123,20 +125,22 @@ mod enabled {
         /// has outgrown the map. Returns once it is done.
         pub(in crate::server) async fn commit(&mut self, shared: &Arc<Shared>) -> Result<(), JournalError> {
             let mut journal = self.journal.take().expect("one commit at a time");
-            let shared = shared.clone();
+            let for_compaction = shared.clone();
             let epoch_unix_ms = self.epoch_unix_ms;
             let (journal, result) = tokio::task::spawn_blocking(move || {
-                let result = journal.commit().and_then(|()| compact_if_due(&mut journal, &shared, epoch_unix_ms));
+                let result =
+                    journal.commit().and_then(|()| compact_if_due(&mut journal, &for_compaction, epoch_unix_ms));
                 (journal, result)
             })
             .await
             .expect("journal commit panicked");
+            count(&journal, shared);
             self.journal = Some(journal);
             result
         }
 
         /// Under [`Durability::Interval`]: fsyncs if the interval has passed since writes were made.
-        pub(in crate::server) async fn tick(&mut self) -> Result<(), JournalError> {
+        pub(in crate::server) async fn tick(&mut self, shared: &Shared) -> Result<(), JournalError> {
             if !self.journal.as_ref().is_some_and(|j| j.needs_sync(Instant::now())) {
                 return Ok(());
             }
@@ -147,9 +151,16 @@ mod enabled {
             })
             .await
             .expect("journal sync panicked");
+            count(&journal, shared);
             self.journal = Some(journal);
             result
         }
+    }
+
+    /// The journal's counters, in the server's stats.
+    fn count(journal: &Journal, shared: &Shared) {
+        shared.stats.journal_syncs.set(journal.sync_count());
+        shared.stats.journal_bytes.set(journal.log_bytes());
     }
 
     /// Writes the map as a new snapshot once the log is larger than [`COMPACT_AT_LEAST`] and twice

@@ -27,6 +27,10 @@ pub struct ServerStats {
     pub snapshots_aborted: u64,
     /// HUGZ sent.
     pub hugz: u64,
+    /// fsyncs of the journal (with a data directory).
+    pub journal_syncs: u64,
+    /// Bytes in the journal's log now (with a data directory; a compaction resets it).
+    pub journal_bytes: u64,
 }
 
 /// A counter the server's tasks bump and the view reads, without a lock.
@@ -39,6 +43,10 @@ impl Counter {
     }
     pub(super) fn add(&self, n: u64) {
         self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    /// For a gauge: the value now.
+    pub(super) fn set(&self, n: u64) {
+        self.0.store(n, Ordering::Relaxed);
     }
     fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
@@ -54,6 +62,8 @@ pub(super) struct Stats {
     pub(super) snapshots: Counter,
     pub(super) snapshots_aborted: Counter,
     pub(super) hugz: Counter,
+    pub(super) journal_syncs: Counter,
+    pub(super) journal_bytes: Counter,
 }
 
 /// The state and counters a server's task (and its snapshot streams) write, and its view reads.
@@ -75,7 +85,8 @@ impl Shared {
 /// [`Server`](super::Server) and [`HaServer`](super::ha::HaServer) both dereference to it, so
 /// `server.sequence()` or `server.get(key)` reads the same on either: the view is the part of a
 /// running server that is only read, the handles add what controls it (`close`, `wait`, and the
-/// pair's status and events).
+/// pair's status and events). A clone reads the same server (for a task of its own, say).
+#[derive(Clone)]
 pub struct ServerView {
     address: ServerAddress,
     shared: Arc<Shared>,
@@ -161,6 +172,8 @@ impl ServerView {
             snapshots: s.snapshots.get(),
             snapshots_aborted: s.snapshots_aborted.get(),
             hugz: s.hugz.get(),
+            journal_syncs: s.journal_syncs.get(),
+            journal_bytes: s.journal_bytes.get(),
         }
     }
 }
