@@ -40,8 +40,9 @@
 
 use std::fmt;
 
+use zmtp::Security;
 use zmtp::Socket;
-use zmtp::security::{KeyPair, Security};
+use zmtp::security::KeyPair;
 
 /// CURVE keys of one Binary Star server.
 #[derive(Clone)]
@@ -80,15 +81,15 @@ impl Curve {
     }
 
     pub(crate) fn state_pub(&self, socket: &Socket) {
-        Security::curve_server_allowing(self.keys.clone(), [self.peer]).apply(socket);
+        socket.set_security(&Security::curve_server_allowing(self.keys.clone(), [self.peer]));
     }
 
     pub(crate) fn state_sub(&self, socket: &Socket) {
-        Security::curve_client(self.peer, self.keys.clone()).apply(socket);
+        socket.set_security(&Security::curve_client(self.peer, self.keys.clone()));
     }
 
     pub(crate) fn voter(&self, socket: &Socket) {
-        Security::curve_server_allowing(self.keys.clone(), self.clients.iter().copied()).apply(socket);
+        socket.set_security(&Security::curve_server_allowing(self.keys.clone(), self.clients.iter().copied()));
     }
 }
 

@@ -5,7 +5,8 @@
 //! 3. latency from `set` to a watcher receiving the change;
 //! 4. time to deliver a snapshot of 100k and 1M keys (raw transfer, and a client's full sync).
 //!
-//! `cargo run --release --example perf -- [--keys 1000000] [--updates 200000] [--publishers 4] [--subscribers 2]`
+//! `cargo run --release --example perf -- [--keys 1000000] [--updates 200000] [--publishers 4] [--subscribers 2]
+//! [--data-dir DIR]`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +38,10 @@ struct Args {
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
     value: usize,
+    /// Keep the server's map in this (fresh) directory, fsynced before each update is published
+    /// (`Durability::Always`): the throughput and latency of a durable server.
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
 }
 
 fn rss_bytes() -> u64 {
@@ -88,6 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         bind: "127.0.0.1".into(),
         hugz_interval: Duration::from_millis(200),
         queue_limit: 1_000_000,
+        data_dir: args.data_dir.clone(),
         ..ServerConfig::default()
     })
     .await?;

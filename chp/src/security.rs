@@ -1,7 +1,7 @@
 //! CURVE for CHP: encrypted, authenticated connections between clients and servers, and between
 //! the two servers of a high-availability pair.
 //!
-//! Each component takes one value and applies it, as a [`zmtp::security::Security`], to every
+//! Each component takes one value and applies it, as a [`zmtp::Security`], to every
 //! socket it creates, reconnects and fresh sockets included (ppp's components take that
 //! `Security` itself; CHP's key sets add what a pair needs on top of it):
 //!
@@ -42,8 +42,9 @@
 
 use std::fmt;
 
+use zmtp::Security;
 use zmtp::Socket;
-use zmtp::security::{KeyPair, Security};
+use zmtp::security::KeyPair;
 
 use crate::address::ServerAddress;
 
@@ -109,12 +110,12 @@ impl ServerCurve {
     /// Makes `socket` a CURVE server with our keys and allow list (and the peer, if `peer`).
     pub(crate) fn server(&self, socket: &Socket, peer: bool) {
         let clients = if peer { self.clients_and_peer() } else { self.clients.clone() };
-        Security::curve_server_allowing(self.keys.clone(), clients).apply(socket);
+        socket.set_security(&Security::curve_server_allowing(self.keys.clone(), clients));
     }
 
     /// Makes `socket` (a passive server's SUB or DEALER) a CURVE client of the peer.
     pub(crate) fn peer_client(&self, socket: &Socket) {
-        Security::curve_client(self.peer_public(), self.keys.clone()).apply(socket);
+        socket.set_security(&Security::curve_client(self.peer_public(), self.keys.clone()));
     }
 
     /// The Binary Star side: voter and state link. The voter (our SNAPSHOT socket) admits the
@@ -185,7 +186,7 @@ impl ClientCurve {
     /// Makes `socket` a CURVE client of `server` (whose key is known: checked at start).
     pub(crate) fn apply(&self, socket: &Socket, server: &ServerAddress) {
         if let Some(key) = self.key_of(server) {
-            Security::curve_client(key, self.keys.clone()).apply(socket);
+            socket.set_security(&Security::curve_client(key, self.keys.clone()));
         }
     }
 }

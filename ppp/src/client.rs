@@ -136,7 +136,7 @@ impl Client {
     async fn open(&self) -> Result<(Socket, Monitor), ClientError> {
         let socket = Socket::new(SocketType::Dealer);
         socket.set_linger(Some(Duration::ZERO));
-        self.security.apply(&socket);
+        socket.set_security(&self.security);
         let monitor = socket.monitor();
         socket.connect(&self.endpoint).await?;
         Ok((socket, monitor))

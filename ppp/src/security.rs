@@ -33,4 +33,4 @@
 
 /// The one security vocabulary of zmtp and the crates built on it (`chp`, `bstar` use it inside
 /// their CURVE key sets); re-exported here, where ppp's components take it.
-pub use zmtp::security::Security;
+pub use zmtp::Security;

@@ -254,7 +254,7 @@ impl Connection {
     async fn open(endpoint: &str, security: &Security) -> zmtp::Result<Connection> {
         let socket = Socket::new(SocketType::Dealer);
         socket.set_linger(Some(Duration::ZERO));
-        security.apply(&socket);
+        socket.set_security(security);
         let identity = Bytes::from(format!("{:04X}-{:04X}", rand::random::<u16>(), rand::random::<u16>()));
         socket.set_routing_id(identity.clone())?;
         let monitor = socket.monitor();

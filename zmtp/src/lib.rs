@@ -5,8 +5,8 @@
 //! - [`Socket`]: every socket type, its options (libzmq's names and defaults), `bind`/`connect`,
 //!   `send`/`recv` (cancel-safe), [`stream`](Socket::stream)/[`sink`](Socket::sink) and
 //!   [`monitor`](Socket::monitor) ([`MonitorEvent`]); [`Message`] is a list of frames.
-//! - [`security`]: CURVE keys, [`Security`](security::Security) (one value per socket role) and
-//!   authenticators (the ZAP model).
+//! - [`security`]: CURVE keys and authenticators (the ZAP model); [`Security`] is one socket's
+//!   mechanism, role and keys as a value ([`Socket::set_security`]).
 //! - [`timeouts`]: how RCVTIMEO/SNDTIMEO and the Lazy Pirate retry look with tokio.
 //! - [`blocking`]: the same sockets for programs that do not run tokio.
 //! - [`Proxy`] / [`proxy()`]: `zmq_proxy_steerable`; [`task`]: the handle of a background component
@@ -63,7 +63,7 @@ pub use options::{
     DEFAULT_MAX_FRAMES, DEFAULT_MAX_SUBSCRIPTION_BYTES, DEFAULT_MAX_SUBSCRIPTIONS, DEFAULT_SNDHWM_BYTES,
 };
 pub use proxy::{Proxy, ProxyControl, proxy};
-pub use socket::Socket;
+pub use socket::{Security, Socket};
 pub use transport::Endpoint;
 pub use wire::{
     CommandError, CurveError, FrameError, GreetingError, HandshakeError, Mechanism, MetadataError, SocketType,

@@ -12,7 +12,8 @@ use std::time::Duration;
 use bstar::endpoint::connect_arg;
 use clap::Parser;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
-use zmtp::security::{KeyPair, PublicKey, Security};
+use zmtp::Security;
+use zmtp::security::{KeyPair, PublicKey};
 use zmtp::{Monitor, MonitorEvent, Socket, SocketType};
 
 #[derive(Parser, Debug)]
@@ -172,7 +173,7 @@ async fn open(target: &Target) -> zmtp::Result<Client> {
     let socket = Socket::new(SocketType::Req);
     socket.set_linger(Some(Duration::ZERO));
     if let Some((server, keys)) = &target.curve {
-        Security::curve_client(*server, keys.clone()).apply(&socket);
+        socket.set_security(&Security::curve_client(*server, keys.clone()));
     }
     let monitor = socket.monitor();
     socket.connect(&target.endpoint).await?;

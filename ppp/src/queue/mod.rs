@@ -268,8 +268,8 @@ impl Queue {
         self.backend_security.check_role(true).map_err(QueueError::Config)?;
         let frontend = Socket::new(SocketType::Router);
         let backend = Socket::new(SocketType::Router);
-        self.frontend_security.apply(&frontend);
-        self.backend_security.apply(&backend);
+        frontend.set_security(&self.frontend_security);
+        backend.set_security(&self.backend_security);
         let frontend_events = frontend.monitor();
         let backend_events = backend.monitor();
         // Routing to a vanished worker must fail loudly, so its request is not silently lost.

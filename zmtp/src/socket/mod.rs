@@ -7,7 +7,10 @@ pub(crate) mod inbox;
 pub(crate) mod mtrie;
 pub(crate) mod pattern;
 pub(crate) mod peers;
+mod security;
 mod subscriptions;
+
+pub use security::Security;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
