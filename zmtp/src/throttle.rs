@@ -36,7 +36,18 @@ pub const MAX_PEERS: usize = 1024;
 pub struct Throttle {
     causes: Mutex<HashMap<&'static str, Window>>,
     /// When each (cause, peer) was last logged, within the current period.
-    peers: Mutex<HashMap<(&'static str, String), Instant>>,
+    peers: Mutex<Peers>,
+}
+
+/// The peers [`Throttle::allow_from_at`] remembers: per cause, when each was last named.
+#[derive(Debug, Default)]
+struct Peers {
+    /// Keyed by cause, then by peer (looked up by `&str`: a repeat costs no allocation).
+    named: HashMap<&'static str, HashMap<Box<str>, Instant>>,
+    len: usize,
+    /// When entries older than a period were last dropped: a full map is swept at most once per
+    /// period, so a crowd of new peers cannot make every event walk the whole map.
+    swept: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -72,21 +83,26 @@ impl Throttle {
     pub fn allow_from_at(&self, cause: &'static str, peer: &str, now: Instant) -> Option<u64> {
         {
             let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-            let key = (cause, peer.to_owned());
-            match peers.get(&key) {
-                Some(&logged) if now.saturating_duration_since(logged) < PERIOD => {
-                    drop(peers);
-                    self.count_suppressed(cause, now);
-                    return None;
+            let Peers { named, len, swept } = &mut *peers;
+            let recent = named.get(cause).and_then(|of_cause| of_cause.get(peer));
+            if recent.is_some_and(|&logged| now.saturating_duration_since(logged) < PERIOD) {
+                drop(peers);
+                self.count_suppressed(cause, now);
+                return None;
+            }
+            if *len >= MAX_PEERS && swept.is_none_or(|at| now.saturating_duration_since(at) >= PERIOD) {
+                for of_cause in named.values_mut() {
+                    of_cause.retain(|_, logged| now.saturating_duration_since(*logged) < PERIOD);
                 }
-                _ => {
-                    if peers.len() >= MAX_PEERS {
-                        peers.retain(|_, logged| now.saturating_duration_since(*logged) < PERIOD);
-                    }
-                    if peers.len() < MAX_PEERS {
-                        peers.insert(key, now);
-                    }
-                }
+                *len = named.values().map(HashMap::len).sum();
+                *swept = Some(now);
+            }
+            let of_cause = named.entry(cause).or_default();
+            if let Some(logged) = of_cause.get_mut(peer) {
+                *logged = now;
+            } else if *len < MAX_PEERS {
+                of_cause.insert(peer.into(), now);
+                *len += 1;
             }
         }
         self.allow_at(cause, now)
@@ -153,9 +169,11 @@ mod tests {
         let t0 = Instant::now();
         let logged = (0..5000).filter(|i| t.allow_from_at("junk", &format!("peer-{i}"), t0).is_some()).count();
         assert_eq!(logged, BURST as usize);
-        assert!(t.peers.lock().unwrap().len() <= MAX_PEERS);
+        assert!(t.peers.lock().unwrap().len <= MAX_PEERS);
         // A period later the old entries make room again.
         assert!(t.allow_from_at("junk", "peer-new", t0 + PERIOD).is_some());
-        assert!(t.peers.lock().unwrap().len() <= MAX_PEERS);
+        let peers = t.peers.lock().unwrap();
+        assert_eq!(peers.len, 1);
+        assert_eq!(peers.named.values().map(HashMap::len).sum::<usize>(), peers.len);
     }
 }
