@@ -11,6 +11,7 @@ use chp::client::Failure;
 use chp::command::Update;
 use chp::{Client, ClientError, Event, GapPolicy, KvMsg, ServerLoss, Snapshot, Status};
 use common::*;
+use zmtp::MonitorEvent;
 use zmtp_testkit::{bounded, eventually, step};
 
 fn kv(m: &KvMsg) -> (String, String, u64) {
@@ -513,6 +514,7 @@ async fn silence_means_server_lost() {
 async fn set_waits_for_sync_carries_a_uuid_and_returns_the_sequence() {
     bounded(async {
         let fake = Fake::bind().await;
+        let mut collector_events = fake.collector.monitor();
         let client = Client::start(options(&fake.address, "/a/")).unwrap();
         let pending = tokio::spawn({
             let client = client.clone();
@@ -520,6 +522,14 @@ async fn set_waits_for_sync_carries_a_uuid_and_returns_the_sequence() {
         });
         let (id, subtree) = fake.await_icanhaz().await;
         assert_eq!(subtree.as_bytes(), b"/a/");
+        // The fake's collector is a SUB: the client's PUB drops a KVSET sent before the fake's
+        // subscription reached it (ZeroMQ's slow joiner), and this fake sends no HUGZ to outlast
+        // the retransmit. So the snapshot that lets the client send goes out only once the
+        // collector's connection is up (its SUBSCRIBE follows the handshake on that connection).
+        step("collector connected", async {
+            while !matches!(collector_events.next_event().await, Some(MonitorEvent::HandshakeSucceeded { .. })) {}
+        })
+        .await;
         fake.reply(&id, &[], 41).await;
         let msg = step("KVSET", fake.collector.recv()).await.unwrap();
         let set = chp::command::KvSet::parse(msg.frames()).unwrap().0;
