@@ -47,6 +47,10 @@ pub enum Error {
     /// A CURVE key that is not 40 characters of Z85.
     #[error("invalid CURVE key: {0}")]
     InvalidKey(#[from] crate::wire::z85::Z85Error),
+    /// An argument the operation cannot take (libzmq EINVAL): several frames to a draft socket
+    /// type, a group over 255 bytes, joining a group twice or leaving one not joined.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
 }
 
 /// Shorthand for `Result<T, zmtp::Error>`.

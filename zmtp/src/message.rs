@@ -38,6 +38,9 @@ impl Properties {
     }
 }
 
+/// The longest RADIO/DISH group (libzmq's `ZMQ_GROUP_MAX_LENGTH`).
+pub const MAX_GROUP_LEN: usize = 255;
+
 /// A multipart message: one or more frames, delivered atomically.
 ///
 /// Anything byte-like is one frame; lists and arrays of them are several:
@@ -56,12 +59,16 @@ pub struct Message {
     frames: SmallVec<[Bytes; 2]>,
     /// Set on received messages; never sent.
     properties: Option<Arc<Properties>>,
+    /// SERVER and PEER: the peer a received message came from, or a sent one goes to (0: none).
+    routing_id: u32,
+    /// RADIO and DISH: the group a message is published to, or was received in.
+    group: Option<Bytes>,
 }
 
-/// Messages are equal when their frames are; properties do not take part.
+/// Messages are equal when their frames, routing ids and groups are; properties do not take part.
 impl PartialEq for Message {
     fn eq(&self, other: &Self) -> bool {
-        self.frames == other.frames
+        self.frames == other.frames && self.routing_id == other.routing_id && self.group == other.group
     }
 }
 
@@ -77,7 +84,11 @@ impl Message {
     pub fn single(frame: impl Into<Bytes>) -> Self {
         let mut frames = SmallVec::new();
         frames.push(frame.into());
-        Message { frames, properties: None }
+        Message::of(frames)
+    }
+
+    fn of(frames: SmallVec<[Bytes; 2]>) -> Self {
+        Message { frames, properties: None, routing_id: 0, group: None }
     }
 
     /// A message of these frames, in order: `Message::from_frames([header, body])`.
@@ -173,6 +184,57 @@ impl Message {
         self.properties.as_deref()
     }
 
+    /// SERVER and PEER: the routing id of the peer this message came from, or is to go to
+    /// (libzmq's `zmq_msg_routing_id`). `None` until set: 0 is never a peer's id.
+    ///
+    /// ```
+    /// let reply = zmtp::Message::from("pong").with_routing_id(7);
+    /// assert_eq!(reply.routing_id(), Some(7));
+    /// assert_eq!(zmtp::Message::from("x").routing_id(), None);
+    /// ```
+    pub fn routing_id(&self) -> Option<u32> {
+        (self.routing_id != 0).then_some(self.routing_id)
+    }
+
+    /// Sets the routing id a SERVER or PEER sends this message to (0 clears it).
+    pub fn set_routing_id(&mut self, routing_id: u32) -> &mut Self {
+        self.routing_id = routing_id;
+        self
+    }
+
+    /// This message with its routing id set, for a SERVER's or PEER's `send`.
+    pub fn with_routing_id(mut self, routing_id: u32) -> Self {
+        self.routing_id = routing_id;
+        self
+    }
+
+    /// RADIO and DISH: the group this message is published to, or was received in (libzmq's
+    /// `zmq_msg_group`). A RADIO sends a message without one to the empty group.
+    pub fn group(&self) -> Option<&Bytes> {
+        self.group.as_ref()
+    }
+
+    /// Sets the group a RADIO publishes this message to (at most 255 bytes, checked on send).
+    pub fn set_group(&mut self, group: impl Into<Bytes>) -> &mut Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// This message with its group set, for a RADIO's `send`.
+    ///
+    /// ```
+    /// let news = zmtp::Message::from("sunny").with_group("weather");
+    /// assert_eq!(news.group().map(|g| &g[..]), Some(&b"weather"[..]));
+    /// ```
+    pub fn with_group(mut self, group: impl Into<Bytes>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    pub(crate) fn take_group(&mut self) -> Option<Bytes> {
+        self.group.take()
+    }
+
     pub(crate) fn set_properties(&mut self, properties: Arc<Properties>) {
         self.properties = Some(properties);
     }
@@ -183,7 +245,7 @@ impl Message {
         let at = self.frames.iter().position(Bytes::is_empty)?;
         let body: SmallVec<[Bytes; 2]> = self.frames.drain(at + 1..).collect();
         let envelope = std::mem::replace(&mut self.frames, body);
-        Some(Message { frames: envelope, properties: None })
+        Some(Message::of(envelope))
     }
 }
 
@@ -212,7 +274,7 @@ impl<'a> IntoIterator for &'a Message {
 
 impl<T: Into<Bytes>> FromIterator<T> for Message {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        Message { frames: iter.into_iter().map(Into::into).collect(), properties: None }
+        Message::of(iter.into_iter().map(Into::into).collect())
     }
 }
 
@@ -273,7 +335,7 @@ impl From<&Bytes> for Message {
 
 impl From<Vec<Bytes>> for Message {
     fn from(frames: Vec<Bytes>) -> Self {
-        Message { frames: SmallVec::from_vec(frames), properties: None }
+        Message::of(SmallVec::from_vec(frames))
     }
 }
 

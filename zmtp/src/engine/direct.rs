@@ -53,6 +53,7 @@ async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), Connection
                     }
                 }
                 Outbound::Subscribe(topic, subscribe) => to.subscription(&topic, subscribe, &mut batch).await?,
+                Outbound::Join(group, join) => to.group(&group, join, &mut batch).await?,
                 // No heartbeats on inproc, so no PINGs to answer.
                 Outbound::Pong(_) => {}
             }

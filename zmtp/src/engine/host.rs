@@ -56,6 +56,8 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn deliver(&self, peer: PeerId, batch: &mut VecDeque<Message>) -> impl Future<Output = ()> + Send;
     /// A SUBSCRIBE/CANCEL from the peer; an error closes the connection.
     fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError>;
+    /// A JOIN/LEAVE from the peer (RADIO); an error closes the connection.
+    fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> Result<(), LimitError>;
     /// Waits while the peer's inbound queue is at or over RCVHWM.
     fn wait_below_hwm(&self, peer: PeerId) -> impl Future<Output = ()> + Send;
 }

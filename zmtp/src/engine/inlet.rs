@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::host::Host;
-use crate::error::LimitError;
+use crate::error::{ConnectionError, LimitError};
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
 use crate::wire::SocketType;
@@ -19,7 +19,7 @@ pub(crate) struct Inlet<H> {
 
 impl<H: Host> Inlet<H> {
     fn publisher(&self) -> bool {
-        matches!(self.core.socket_type(), SocketType::Pub | SocketType::XPub)
+        matches!(self.core.socket_type(), SocketType::Pub | SocketType::XPub | SocketType::Radio)
     }
 
     /// A whole message from the peer, queued in `batch`. A subscription in message form (PUB/XPUB) is
@@ -31,6 +31,7 @@ impl<H: Host> Inlet<H> {
             if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
                 return Some(msg);
             }
+            // A RADIO hears only JOIN/LEAVE commands, PUB only subscriptions (radio.cpp, pub.cpp).
             if self.core.socket_type() != SocketType::XPub {
                 return None;
             }
@@ -59,6 +60,21 @@ impl<H: Host> Inlet<H> {
             if self.core.socket_type() == SocketType::XPub {
                 self.core.wait_below_hwm(self.peer).await;
             }
+        }
+        Ok(())
+    }
+
+    /// A DISH's JOIN/LEAVE; ignored unless this socket is a RADIO. A group over 255 bytes breaks the
+    /// protocol (libzmq cannot even hold one); over the peer's limits it is refused. Either ends the
+    /// connection.
+    pub async fn group(&self, group: &[u8], join: bool, batch: &mut VecDeque<Message>) -> Result<(), ConnectionError> {
+        if self.core.socket_type() == SocketType::Radio {
+            if group.len() > crate::message::MAX_GROUP_LEN {
+                return Err(ConnectionError::PeerViolation("a JOIN or LEAVE of a group over 255 bytes"));
+            }
+            // Messages sent before the JOIN are not the group's: keep the order (RADIO receives none).
+            self.flush(batch).await;
+            self.core.peer_group(self.peer, group, join)?;
         }
         Ok(())
     }

@@ -150,6 +150,10 @@ fn encode_item(
                 }
             }
         }
+        (Outbound::Join(group, on), enc) => {
+            let cmd = if on { Command::Join(group) } else { Command::Leave(group) };
+            encode_command(&cmd, enc, buf)?;
+        }
         (Outbound::Pong(context), enc) => encode_command(&Command::Pong(context), enc, buf)?,
     }
     Ok(())
@@ -171,7 +175,7 @@ fn encoded_len(item: &Outbound, curve: bool) -> usize {
                 }
             })
             .sum(),
-        Outbound::Subscribe(topic, _) => CURVE_OVERHEAD + 16 + topic.len(),
+        Outbound::Subscribe(topic, _) | Outbound::Join(topic, _) => CURVE_OVERHEAD + 16 + topic.len(),
         Outbound::Pong(context) => CURVE_OVERHEAD + 16 + context.len(),
     }
 }

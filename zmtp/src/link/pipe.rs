@@ -21,6 +21,8 @@ pub(crate) enum Outbound {
     Message(Message),
     /// A subscription change; the writer picks the encoding from the peer's ZMTP minor version.
     Subscribe(Bytes, bool),
+    /// A DISH's JOIN (`true`) or LEAVE of a group.
+    Join(Bytes, bool),
     /// A PONG echoing this context.
     Pong(Bytes),
 }

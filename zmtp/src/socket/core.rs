@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::inbox::{Inbox, Pushed};
 pub(crate) use super::pattern::TrySend;
-use super::pattern::{AnyPattern, HotOptions, RecvRule, SendFlags, router};
+use super::pattern::{AnyPattern, HotOptions, RecvRule, SendFlags, addressed, router};
 use super::peers::{Peer, Peers};
 use crate::engine::{Attached, Host};
 use crate::error::{ConnectionError, Error, LimitError, Result};
@@ -124,7 +124,13 @@ impl Core {
     /// A `connect()` creates its peer at once, so messages queue before the connection exists.
     pub fn add_connect_slot(&self, kill: CancellationToken) -> PeerId {
         let mut state = self.state();
-        let id = self.new_peer(&mut state.peers, true, kill);
+        let State { peers, pattern, .. } = &mut *state;
+        let id = self.new_peer(peers, true, kill);
+        // PEER (and SERVER) name a connect-side peer at once, so `connect_peer` can return its id
+        // before the connection is up; it keeps the id across reconnects, as libzmq's pipe does.
+        if let Some(rid) = pattern.reserve_routing_id(id) {
+            peers.map.get_mut(&id).expect("just added").assigned_routing_id = Some(rid);
+        }
         drop(state);
         self.space.wake();
         id
@@ -263,6 +269,18 @@ impl Core {
 
     /// SUB/XSUB: subscribe/unsubscribe locally and tell every publisher (see [`super::pattern::xsub`]);
     /// a SUB's inbox filters by the same prefixes.
+    pub fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> Result<(), LimitError> {
+        let options = self.options_snapshot();
+        self.state().pattern.peer_group(peer, group, join, &options)
+    }
+
+    /// `join()` / `leave()` by the application (DISH).
+    pub fn local_group(&self, group: &[u8], join: bool) -> Result<()> {
+        let mut state = self.state();
+        let State { peers, pattern, .. } = &mut *state;
+        pattern.local_group(peers, group, join)
+    }
+
     pub fn local_subscription(&self, topic: &[u8], subscribe: bool) -> Result<()> {
         let mut state = self.state();
         let State { peers, pattern, .. } = &mut *state;
@@ -275,6 +293,9 @@ impl Core {
     pub fn try_send(&self, msg: Message) -> Result<TrySend> {
         if msg.is_empty() {
             return Err(Error::EmptyMessage);
+        }
+        if msg.len() > 1 && self.socket_type.is_draft() {
+            return Err(Error::InvalidArgument("the draft socket types send single-frame messages only"));
         }
         let flags = self.send_flags();
         let mut state = self.state();
@@ -301,7 +322,7 @@ impl Core {
         match self.recv_rule {
             RecvRule::NotSupported => return Err(Error::NotSupported(self.socket_type)),
             RecvRule::Stateful => self.state().pattern.check_recv()?,
-            RecvRule::AsQueued | RecvRule::RoutingIdFirst => {}
+            RecvRule::AsQueued | RecvRule::RoutingIdFirst | RecvRule::SingleFrame | RecvRule::RoutingIdOnMessage => {}
         }
         if self.closed.load(Ordering::Relaxed) { Err(Error::Closed) } else { Ok(()) }
     }
@@ -310,9 +331,14 @@ impl Core {
     /// (a stale reply, a request without a delimiter) are dropped.
     pub fn try_recv(&self) -> Result<Option<Message>> {
         self.check_recv()?;
-        while let Some(received) = self.inbox.pop(self.recv_rule == RecvRule::RoutingIdFirst) {
+        let routed = matches!(self.recv_rule, RecvRule::RoutingIdFirst | RecvRule::RoutingIdOnMessage);
+        while let Some(received) = self.inbox.pop(routed) {
             let taken = match self.recv_rule {
                 RecvRule::RoutingIdFirst => Some(router::with_routing_id(received.routing_id, received.message)),
+                // The draft types drop a multipart message from a peer whole (server.cpp, client.cpp).
+                RecvRule::SingleFrame => (received.message.len() == 1).then_some(received.message),
+                RecvRule::RoutingIdOnMessage => (received.message.len() == 1)
+                    .then(|| received.message.with_routing_id(addressed::routing_id_of(&received.routing_id))),
                 RecvRule::Stateful => {
                     let correlate = self.socket_type == SocketType::Req && self.options().req_correlate;
                     self.state().pattern.on_recv(received.peer, received.message, correlate)
@@ -327,6 +353,12 @@ impl Core {
     }
 
     /// ROUTER: the routing ids of connected peers.
+    /// The routing id reserved for a connect-side peer (PEER, SERVER).
+    pub fn slot_routing_id(&self, slot: PeerId) -> Option<u32> {
+        let state = self.state();
+        state.peers.map.get(&slot)?.assigned_routing_id.as_ref().map(|rid| addressed::routing_id_of(rid))
+    }
+
     pub fn routing_ids(&self) -> Vec<Bytes> {
         self.state().pattern.routing_ids()
     }
@@ -399,6 +431,9 @@ impl Host for Core {
     }
     fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> std::result::Result<(), LimitError> {
         Core::peer_subscription(self, peer, topic, subscribe)
+    }
+    fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> std::result::Result<(), LimitError> {
+        Core::peer_group(self, peer, group, join)
     }
     fn wait_below_hwm(&self, peer: PeerId) -> impl std::future::Future<Output = ()> + Send {
         Core::wait_below_hwm(self, peer)

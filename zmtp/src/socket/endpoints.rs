@@ -27,6 +27,11 @@ pub(super) struct EndpointHandle {
 }
 
 impl EndpointHandle {
+    /// The connect-side peer of a `connect`.
+    pub fn slot(&self) -> Option<PeerId> {
+        self.slot
+    }
+
     /// Stops accepting/reconnecting; returns the accept task, which releases the address when it ends.
     pub fn stop_accepting(mut self, core: &Core) -> Option<tokio::task::JoinHandle<()>> {
         self.accepting.cancel();

@@ -169,6 +169,36 @@ impl Socket {
         Ok(())
     }
 
+    /// PEER: connects like [`connect`](Self::connect) and returns the routing id that messages to
+    /// this peer carry ([`Message::with_routing_id`]); libzmq's `zmq_connect_peer`. The id is known
+    /// at once and kept across reconnects; sends to it wait until the connection is up.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use zmtp::{Message, Socket, SocketType};
+    /// let a = Socket::new(SocketType::Peer);
+    /// let endpoint = a.bind("tcp://127.0.0.1:*").await?;
+    /// let b = Socket::new(SocketType::Peer);
+    /// let to_a = b.connect_peer(&endpoint).await?;
+    /// b.send(Message::from("hello").with_routing_id(to_a)).await?;
+    /// let hello = a.recv().await?;
+    /// a.send(Message::from("hi back").with_routing_id(hello.routing_id().unwrap())).await?;
+    /// assert_eq!(b.recv().await?.routing_id(), Some(to_a));
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_peer(&self, endpoint: &str) -> Result<u32> {
+        if self.socket_type() != SocketType::Peer {
+            return Err(Error::NotSupported(self.socket_type()));
+        }
+        if self.immediate() {
+            return Err(Error::InvalidArgument("connect_peer needs IMMEDIATE off (libzmq)"));
+        }
+        self.connect(endpoint).await?;
+        let slot = self.endpoints().get(endpoint).and_then(|handle| handle.slot());
+        slot.and_then(|slot| self.inner.core.slot_routing_id(slot)).ok_or(Error::InvalidState)
+    }
+
     /// Drops a connection made by [`connect`](Self::connect), with its queued messages.
     pub async fn disconnect(&self, endpoint: &str) -> Result<()> {
         self.take_endpoint(endpoint)?.terminate(&self.inner.core).await;
@@ -182,6 +212,44 @@ impl Socket {
     /// ROUTER).
     pub fn drop_peer(&self, routing_id: &[u8]) -> bool {
         self.inner.core.socket_type == SocketType::Router && self.inner.core.drop_route(routing_id)
+    }
+
+    /// SERVER and PEER: closes the connection of the peer with this routing id (libzmq's
+    /// `zmq_disconnect_peer`); a peer this socket connected to is reconnected. Returns false when
+    /// no peer has that id (or the socket is of another type).
+    pub fn disconnect_peer(&self, routing_id: u32) -> bool {
+        matches!(self.socket_type(), SocketType::Server | SocketType::Peer)
+            && self.inner.core.drop_route(&routing_id.to_be_bytes())
+    }
+
+    /// DISH: receive the messages RADIOs send to `group` (an exact name of at most 255 bytes, not a
+    /// prefix). Joining a group twice is an error, as in libzmq ([`Error::InvalidArgument`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use zmtp::{Message, Socket, SocketType};
+    /// let radio = Socket::new(SocketType::Radio);
+    /// let endpoint = radio.bind("tcp://127.0.0.1:*").await?;
+    /// let dish = Socket::new(SocketType::Dish);
+    /// dish.join("weather")?;
+    /// dish.connect(&endpoint).await?;
+    /// # let mut monitor = radio.monitor();
+    /// # while !matches!(futures::StreamExt::next(&mut monitor).await, Some(zmtp::MonitorEvent::HandshakeSucceeded { .. })) {}
+    /// # tokio::time::sleep(std::time::Duration::from_millis(50)).await; // the JOIN follows the handshake
+    /// radio.send(Message::from("sunny").with_group("weather")).await?;
+    /// let msg = dish.recv().await?;
+    /// assert_eq!((msg.group().unwrap().as_ref(), msg[0].as_ref()), (&b"weather"[..], &b"sunny"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn join(&self, group: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.core.local_group(group.as_ref(), true)
+    }
+
+    /// DISH: stop receiving `group`'s messages (those already queued are dropped on receive).
+    /// Leaving a group not joined is an error, as in libzmq.
+    pub fn leave(&self, group: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.core.local_group(group.as_ref(), false)
     }
 
     fn take_endpoint(&self, endpoint: &str) -> Result<EndpointHandle> {

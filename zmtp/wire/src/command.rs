@@ -19,6 +19,10 @@ pub enum Command {
     Subscribe(Bytes),
     /// `CANCEL` (ZMTP 3.1) with a topic prefix.
     Cancel(Bytes),
+    /// `JOIN` (RFC 48, DISH to RADIO) with a group name.
+    Join(Bytes),
+    /// `LEAVE` (RFC 48, DISH to RADIO) with a group name.
+    Leave(Bytes),
     /// `PING` with a TTL in deciseconds and an opaque context.
     Ping {
         /// Time to live the peer asks us to apply, in tenths of a second (0 = none).
@@ -80,6 +84,8 @@ impl Command {
             b"ERROR" => Command::Error(error_reason(&data)),
             b"SUBSCRIBE" => Command::Subscribe(data),
             b"CANCEL" => Command::Cancel(data),
+            b"JOIN" => Command::Join(data),
+            b"LEAVE" => Command::Leave(data),
             b"PING" => {
                 if data.len() < 2 {
                     return Err(CommandError::Truncated("PING"));
@@ -98,6 +104,8 @@ impl Command {
             Command::Error(_) => b"ERROR",
             Command::Subscribe(_) => b"SUBSCRIBE",
             Command::Cancel(_) => b"CANCEL",
+            Command::Join(_) => b"JOIN",
+            Command::Leave(_) => b"LEAVE",
             Command::Ping { .. } => b"PING",
             Command::Pong(_) => b"PONG",
             Command::Other { name, .. } => name,
@@ -108,7 +116,7 @@ impl Command {
         match self {
             Command::Ready(md) => md.encoded_len(),
             Command::Error(reason) => 1 + reason.len().min(255),
-            Command::Subscribe(t) | Command::Cancel(t) => t.len(),
+            Command::Subscribe(t) | Command::Cancel(t) | Command::Join(t) | Command::Leave(t) => t.len(),
             Command::Ping { context, .. } => 2 + context.len().min(MAX_PING_CONTEXT),
             Command::Pong(context) => context.len().min(MAX_PING_CONTEXT),
             Command::Other { data, .. } => data.len(),
@@ -133,7 +141,7 @@ impl Command {
                 out.put_u8(reason.len() as u8);
                 out.put_slice(reason);
             }
-            Command::Subscribe(t) | Command::Cancel(t) => out.put_slice(t),
+            Command::Subscribe(t) | Command::Cancel(t) | Command::Join(t) | Command::Leave(t) => out.put_slice(t),
             Command::Ping { ttl_deciseconds, context } => {
                 out.put_u16(*ttl_deciseconds);
                 out.put_slice(&context[..context.len().min(MAX_PING_CONTEXT)]);
@@ -185,6 +193,18 @@ mod tests {
         let cancel = Command::Cancel(Bytes::from_static(b"ab"));
         assert_eq!(frame_bytes(&cancel), b"\x04\x09\x06CANCELab".to_vec());
         assert_eq!(Command::parse(Bytes::from(expect[2..].to_vec())).unwrap(), sub);
+    }
+
+    #[test]
+    fn join_and_leave_as_libzmq_writes_them() {
+        // libzmq's dish session: a COMMAND frame "\4JOIN" + group, "\5LEAVE" + group (dish.cpp).
+        let join = Command::Join(Bytes::from_static(b"weather"));
+        assert_eq!(frame_bytes(&join), b"\x04\x0c\x04JOINweather".to_vec());
+        let leave = Command::Leave(Bytes::from_static(b"tv"));
+        assert_eq!(frame_bytes(&leave), b"\x04\x08\x05LEAVEtv".to_vec());
+        assert_eq!(Command::parse(join.body()).unwrap(), join);
+        assert_eq!(Command::parse(leave.body()).unwrap(), leave);
+        assert_eq!(Command::parse(Bytes::from_static(b"\x04JOIN")).unwrap(), Command::Join(Bytes::new()));
     }
 
     #[test]

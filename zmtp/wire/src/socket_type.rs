@@ -29,6 +29,22 @@ pub enum SocketType {
     XPub,
     /// Subscriber that sends subscriptions as messages.
     XSub,
+    /// Draft (RFC 41): single-frame replies addressed by the peer's 32-bit routing id.
+    Server,
+    /// Draft (RFC 41): single-frame requests, load-balanced over SERVERs.
+    Client,
+    /// Draft (RFC 48): single-frame messages to the DISHes that joined the message's group.
+    Radio,
+    /// Draft (RFC 48): joins groups and receives a RADIO's messages for them.
+    Dish,
+    /// Draft (RFC 49): single-frame pipeline sink, fair-queued.
+    Gather,
+    /// Draft (RFC 49): single-frame pipeline source, round-robin.
+    Scatter,
+    /// Draft (RFC 51): single-frame, addressed by routing id, peers of its own type on both ends.
+    Peer,
+    /// Draft (RFC 52): single-frame exclusive pair.
+    Channel,
 }
 
 impl SocketType {
@@ -46,6 +62,14 @@ impl SocketType {
             SocketType::Push => "PUSH",
             SocketType::XPub => "XPUB",
             SocketType::XSub => "XSUB",
+            SocketType::Server => "SERVER",
+            SocketType::Client => "CLIENT",
+            SocketType::Radio => "RADIO",
+            SocketType::Dish => "DISH",
+            SocketType::Gather => "GATHER",
+            SocketType::Scatter => "SCATTER",
+            SocketType::Peer => "PEER",
+            SocketType::Channel => "CHANNEL",
         }
     }
 
@@ -62,7 +86,31 @@ impl SocketType {
             Push => peer == Pull,
             Pull => peer == Push,
             Pair => peer == Pair,
+            Server => peer == Client,
+            Client => peer == Server,
+            Radio => peer == Dish,
+            Dish => peer == Radio,
+            Gather => peer == Scatter,
+            Scatter => peer == Gather,
+            Peer => peer == Peer,
+            Channel => peer == Channel,
         }
+    }
+
+    /// Every type, classic then draft.
+    pub const ALL: [SocketType; 19] = {
+        use SocketType::*;
+        [
+            Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub, Server, Client, Radio, Dish, Gather,
+            Scatter, Peer, Channel,
+        ]
+    };
+
+    /// Whether this is one of libzmq's draft types (built there only with `--enable-drafts`): they
+    /// carry single-frame messages only, and SERVER/PEER address peers by a 32-bit routing id.
+    pub fn is_draft(self) -> bool {
+        use SocketType::*;
+        matches!(self, Server | Client | Radio | Dish | Gather | Scatter | Peer | Channel)
     }
 
     /// Whether READY from this type carries `Identity` (libzmq: REQ, DEALER, ROUTER).
@@ -87,8 +135,7 @@ impl FromStr for SocketType {
 
     /// Parses a type name in any casing.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        use SocketType::*;
-        [Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub]
+        SocketType::ALL
             .into_iter()
             .find(|t| t.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| UnknownSocketType(s.to_owned()))
@@ -100,7 +147,7 @@ mod tests {
     use super::*;
     use SocketType::*;
 
-    const ALL: [SocketType; 11] = [Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub];
+    const ALL: [SocketType; 19] = SocketType::ALL;
 
     #[test]
     fn compatibility_is_symmetric_and_matches_the_table() {
@@ -111,8 +158,12 @@ mod tests {
                 pairs += a.accepts(b) as usize;
             }
         }
-        // REQ:2 REP:2 DEALER:3 ROUTER:3 PUB:2 XPUB:2 SUB:2 XSUB:2 PUSH:1 PULL:1 PAIR:1
-        assert_eq!(pairs, 21);
+        // REQ:2 REP:2 DEALER:3 ROUTER:3 PUB:2 XPUB:2 SUB:2 XSUB:2 PUSH:1 PULL:1 PAIR:1, and one each
+        // for the eight draft types
+        assert_eq!(pairs, 29);
+        assert!(Server.accepts(Client) && !Server.accepts(Server) && !Client.accepts(Dealer));
+        assert!(Peer.accepts(Peer) && Channel.accepts(Channel) && !Channel.accepts(Pair));
+        assert!(Radio.accepts(Dish) && Gather.accepts(Scatter) && !Dish.accepts(Pub));
         assert!(!Dealer.accepts(Push));
         assert!(Router.accepts(Router));
     }

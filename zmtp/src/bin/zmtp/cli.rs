@@ -68,7 +68,7 @@ pub struct ProxyArgs {
 }
 
 /// Every socket type, in the order `--help` lists them.
-pub const SOCKET_TYPES: [SocketType; 11] = [
+pub const SOCKET_TYPES: [SocketType; 19] = [
     SocketType::Pub,
     SocketType::Sub,
     SocketType::Req,
@@ -80,6 +80,14 @@ pub const SOCKET_TYPES: [SocketType; 11] = [
     SocketType::Pair,
     SocketType::XPub,
     SocketType::XSub,
+    SocketType::Server,
+    SocketType::Client,
+    SocketType::Radio,
+    SocketType::Dish,
+    SocketType::Scatter,
+    SocketType::Gather,
+    SocketType::Peer,
+    SocketType::Channel,
 ];
 
 /// What a socket type does with messages, which decides how `zmtp` drives it.
@@ -100,10 +108,10 @@ pub enum Role {
 /// The role of a socket type.
 pub fn role(t: SocketType) -> Role {
     match t {
-        SocketType::Pub | SocketType::Push => Role::SendOnly,
-        SocketType::Sub | SocketType::Pull => Role::RecvOnly,
-        SocketType::Req => Role::Request,
-        SocketType::Rep => Role::Reply,
+        SocketType::Pub | SocketType::Push | SocketType::Radio | SocketType::Scatter => Role::SendOnly,
+        SocketType::Sub | SocketType::Pull | SocketType::Dish | SocketType::Gather => Role::RecvOnly,
+        SocketType::Req | SocketType::Client => Role::Request,
+        SocketType::Rep | SocketType::Server => Role::Reply,
         _ => Role::Duplex,
     }
 }
@@ -131,6 +139,14 @@ pub struct SocketArgs {
     /// A SUB without --subscribe receives everything; an XSUB receives nothing.
     #[arg(short, long, value_name = "PREFIX", help_heading = "Endpoints")]
     pub subscribe: Vec<String>,
+
+    /// DISH: receive the messages RADIOs send to GROUP (repeatable; exact names, not prefixes)
+    #[arg(short, long, value_name = "GROUP", help_heading = "Endpoints")]
+    pub join: Vec<String>,
+
+    /// RADIO: the group every message is sent to (at most 255 bytes)
+    #[arg(short, long, value_name = "GROUP", default_value = "", help_heading = "Sending")]
+    pub group: String,
 
     /// Messages to send, one per argument; '|' separates frames: 'topic|body'
     ///
@@ -357,11 +373,13 @@ fn not_for(t: SocketType) -> Vec<&'static str> {
     if r == Role::SendOnly {
         ids.extend(["format", "rcvhwm"]);
     }
-    let rules: [(&str, &[SocketType]); 13] = [
-        ("echo", &[Rep]),
+    let rules: [(&str, &[SocketType]); 15] = [
+        ("echo", &[Rep, Server]),
+        ("join", &[Dish]),
+        ("group", &[Radio]),
         ("subscribe", &[Sub, XSub]),
         ("routing_id", &[Req, Dealer, Router]),
-        ("immediate", &[Dealer, Push, Req, Pair]),
+        ("immediate", &[Dealer, Push, Req, Pair, Client, Scatter, Channel]),
         ("conflate", &[Dealer, Pull, Push, Pub, Sub]),
         ("req_relaxed", &[Req]),
         ("req_correlate", &[Req]),
@@ -369,7 +387,7 @@ fn not_for(t: SocketType) -> Vec<&'static str> {
         ("router_handover", &[Router]),
         ("xpub_verbose", &[XPub]),
         ("xpub_verboser", &[XPub]),
-        ("xpub_nodrop", &[XPub, Pub]),
+        ("xpub_nodrop", &[XPub, Pub, Radio]),
         ("xpub_welcome_msg", &[XPub]),
     ];
     for (id, types) in rules {
@@ -472,6 +490,14 @@ pub fn command_name(t: SocketType) -> &'static str {
         SocketType::Push => "push",
         SocketType::XPub => "xpub",
         SocketType::XSub => "xsub",
+        SocketType::Server => "server",
+        SocketType::Client => "client",
+        SocketType::Radio => "radio",
+        SocketType::Dish => "dish",
+        SocketType::Scatter => "scatter",
+        SocketType::Gather => "gather",
+        SocketType::Peer => "peer",
+        SocketType::Channel => "channel",
     }
 }
 
@@ -503,5 +529,8 @@ mod tests {
         assert!(not_for(SocketType::Pull).contains(&"messages"));
         assert!(!not_for(SocketType::Router).contains(&"routing_id"));
         assert!(not_for(SocketType::Sub).contains(&"repeat"));
+        assert!(!not_for(SocketType::Dish).contains(&"join") && not_for(SocketType::Sub).contains(&"join"));
+        assert!(!not_for(SocketType::Radio).contains(&"group") && not_for(SocketType::Dish).contains(&"messages"));
+        assert!(!not_for(SocketType::Server).contains(&"echo"));
     }
 }

@@ -27,12 +27,15 @@ pub struct Framing {
     pub hex: bool,
     /// ROUTER: the first frame is a routing id (text, or 0x<hex>) and a body must follow.
     pub router: bool,
+    /// The draft types: a message is one frame, the delimiter is part of it.
+    pub single: bool,
 }
 
 /// Parses one message: `a|b|c` → three frames (`|` being the delimiter).
 pub fn parse_message(raw: &[u8], framing: &Framing) -> Result<Message, String> {
     let mut msg = Message::new();
-    for (i, part) in split(raw, framing.delimiter.as_bytes()).into_iter().enumerate() {
+    let parts = if framing.single { vec![raw] } else { split(raw, framing.delimiter.as_bytes()) };
+    for (i, part) in parts.into_iter().enumerate() {
         let frame = if framing.hex {
             decode_hex(part)?
         } else if framing.router && i == 0 {
@@ -194,7 +197,15 @@ mod tests {
     use super::*;
 
     fn framing(hex: bool, router: bool) -> Framing {
-        Framing { delimiter: "|".into(), hex, router }
+        Framing { delimiter: "|".into(), hex, router, single: false }
+    }
+
+    #[test]
+    fn a_draft_type_message_is_one_frame_whatever_it_holds() {
+        let single = Framing { single: true, ..framing(false, false) };
+        assert_eq!(parse_message(b"a|b", &single).unwrap(), Message::from("a|b"));
+        let hex = Framing { single: true, ..framing(true, false) };
+        assert_eq!(parse_message(b"6869", &hex).unwrap(), Message::from("hi"));
     }
 
     #[test]
@@ -203,7 +214,7 @@ mod tests {
         assert_eq!(m, Message::from(vec!["topic", "body", "", "end"]));
         let m = parse_message(b"", &framing(false, false)).unwrap();
         assert_eq!(m, Message::from(vec![""]));
-        let multi = Framing { delimiter: "::".into(), hex: false, router: false };
+        let multi = Framing { delimiter: "::".into(), hex: false, router: false, single: false };
         assert_eq!(parse_message(b"a::b:c", &multi).unwrap(), Message::from(vec!["a", "b:c"]));
     }
 

@@ -51,6 +51,14 @@ pub fn about(t: SocketType) -> &'static str {
         SocketType::Pair => "Talk to exactly one other PAIR socket, both ways",
         SocketType::XPub => "Publish like PUB and print the subscriptions that arrive",
         SocketType::XSub => "Subscribe like SUB, sending subscriptions as messages",
+        SocketType::Server => "Answer CLIENTs' requests, each reply to its sender (draft, RFC 41)",
+        SocketType::Client => "Send requests to SERVERs and print each reply (draft, RFC 41)",
+        SocketType::Radio => "Send messages to the DISHes that joined a group (draft, RFC 48)",
+        SocketType::Dish => "Join groups and print what RADIOs send to them (draft, RFC 48)",
+        SocketType::Scatter => "Send single-frame messages round-robin to GATHERs (draft, RFC 49)",
+        SocketType::Gather => "Print messages from SCATTERs, fair-queued (draft, RFC 49)",
+        SocketType::Peer => "Talk to PEERs by routing id, both ways (draft, RFC 51)",
+        SocketType::Channel => "Talk to exactly one other CHANNEL, both ways (draft, RFC 52)",
     }
 }
 
@@ -191,6 +199,78 @@ Examples:
     zmtp xsub --connect tcp://localhost:5556 --subscribe weather
   Subscribe to everything by sending the subscription message yourself:
     zmtp xsub --connect tcp://localhost:5556 --hex 01"
+        }
+        SocketType::Server => {
+            "\
+SERVER (one of libzmq's draft types) prints each request and answers it, like REP, but requests
+from many CLIENTs may interleave: each reply goes to the routing id its request came from.
+Messages are single frames ('|' is not a separator here).
+
+Examples:
+  Echo every request:
+    zmtp server --bind 'tcp://*:5555' --echo
+  Answer two requests, then exit:
+    zmtp server --bind 'tcp://*:5555' --count 2 pong pong"
+        }
+        SocketType::Client => {
+            "\
+CLIENT (draft) sends one request, waits for its reply and prints it, like REQ, to SERVER sockets
+(spread round-robin over several). Messages are single frames.
+
+Examples:
+  One request, failing (status 3) without a reply in 5 seconds:
+    zmtp client --connect tcp://localhost:5555 --timeout 5 ping"
+        }
+        SocketType::Radio => {
+            "\
+RADIO (draft) sends each message to the DISHes that joined its --group (an exact name, not a
+prefix), and drops it for DISHes that did not: like PUB, a DISH that connects late misses what
+was sent before. Messages are single frames.
+
+Examples:
+  The weather, every second:
+    zmtp radio --bind 'tcp://*:5556' --group weather --repeat --interval 1000 sunny"
+        }
+        SocketType::Dish => {
+            "\
+DISH (draft) joins each --join group and prints what RADIOs send to them as GROUP|BODY.
+
+Examples:
+  The first weather report:
+    zmtp dish --connect tcp://localhost:5556 --join weather --count 1"
+        }
+        SocketType::Scatter => {
+            "\
+SCATTER (draft) is PUSH for single frames: each message goes to the next GATHER in turn.
+
+Examples:
+    seq 100 | zmtp scatter --connect tcp://localhost:5557"
+        }
+        SocketType::Gather => {
+            "\
+GATHER (draft) is PULL for single frames: it prints what SCATTERs send, fairly from each.
+
+Examples:
+    zmtp gather --bind 'tcp://*:5557' --count 100 --timeout 10"
+        }
+        SocketType::Peer => {
+            "\
+PEER (draft) talks to other PEERs, each addressed by a routing id. Here, messages go to the PEER
+of the first --connect; messages that arrive, from any peer, are printed.
+
+Examples:
+  Listen and print:
+    zmtp peer --bind 'tcp://*:5558'
+  Say hello to it:
+    zmtp peer --connect tcp://localhost:5558 --count 0 hello"
+        }
+        SocketType::Channel => {
+            "\
+CHANNEL (draft) is PAIR for single frames: one peer, messages both ways.
+
+Examples:
+    zmtp channel --bind 'tcp://*:5559'
+    zmtp channel --connect tcp://localhost:5559 --count 0 hello"
         }
     }
 }

@@ -22,8 +22,17 @@ struct Printer {
 }
 
 impl Printer {
-    /// False once stdout is gone (e.g. `| head -1`): time to stop.
+    /// False once stdout is gone (e.g. `| head -1`): time to stop. A DISH's message is printed as
+    /// GROUP|BODY.
     fn print(&self, msg: &Message) -> bool {
+        let grouped;
+        let msg = match msg.group() {
+            Some(group) => {
+                grouped = Message::from_frames(std::iter::once(group.clone()).chain(msg.iter().cloned()));
+                &grouped
+            }
+            None => msg,
+        };
         let line = format_message(msg, self.format, &self.delimiter, self.xpub);
         let mut out = std::io::stdout().lock();
         writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
@@ -58,12 +67,37 @@ struct Job<'a> {
     echo: bool,
     verbose: bool,
     progress: &'a Progress,
+    address: Address,
+}
+
+/// Where a draft type's messages go, beyond the socket's own routing.
+enum Address {
+    None,
+    /// RADIO: the --group.
+    Group(Bytes),
+    /// PEER: the routing id of the first --connect.
+    Peer(u32),
+}
+
+impl Address {
+    fn apply(&self, msg: Message) -> Message {
+        match self {
+            Address::None => msg,
+            Address::Group(group) => msg.with_group(group.clone()),
+            Address::Peer(id) => msg.with_routing_id(*id),
+        }
+    }
 }
 
 /// Runs `zmtp <type> …` to the end.
 pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
     let role = role(t);
-    let framing = Framing { delimiter: args.delimiter.clone(), hex: args.hex, router: t == SocketType::Router };
+    let framing = Framing {
+        delimiter: args.delimiter.clone(),
+        hex: args.hex,
+        router: t == SocketType::Router,
+        single: t.is_draft(),
+    };
     if args.echo && !args.messages.is_empty() {
         return Err(usage("--echo answers each request with itself; leave out the MESSAGE arguments"));
     }
@@ -76,6 +110,17 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
         _ => Some(Source::new(&args.messages, args.repeat, framing)?),
     };
     let (socket, mut connects) = setup::open(t, &args).await?;
+    let address = match t {
+        SocketType::Radio => Address::Group(Bytes::from(args.group.clone())),
+        SocketType::Peer => match connects.first_peer() {
+            Some(id) => Address::Peer(id),
+            None if source.is_some() => {
+                return Err(usage("a PEER sends to the peer of its first --connect: give one, or no MESSAGE"));
+            }
+            None => Address::None,
+        },
+        _ => Address::None,
+    };
     let handshake_failure = connects.failure();
     let progress = Progress::default();
     let job = Job {
@@ -88,13 +133,24 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
         echo: args.echo,
         verbose: args.verbose,
         progress: &progress,
+        address,
     };
     let (total, count) = (job.total, job.count);
     let linger = args.linger.map(Duration::from_millis);
     let work = async {
         job.drive(source).await?;
         progress.flushing.set(true);
-        if progress.sent.get() > 0 && matches!(t, SocketType::Push | SocketType::Dealer | SocketType::Pair) {
+        if progress.sent.get() > 0
+            && matches!(
+                t,
+                SocketType::Push
+                    | SocketType::Dealer
+                    | SocketType::Pair
+                    | SocketType::Scatter
+                    | SocketType::Channel
+                    | SocketType::Peer
+            )
+        {
             // Messages may wait in the queue of a --connect whose connection is not up yet, and
             // Socket::close drops those (zmtp issue, unlike libzmq's LINGER): let every connection
             // come up first, within --linger.
@@ -192,7 +248,7 @@ impl Job<'_> {
             let Some(msg) = source.next().await? else { break };
             match router_peers.as_mut() {
                 Some(monitor) => self.send_routed(monitor, msg).await?,
-                None => self.socket.send(msg).await.map_err(send_error)?,
+                None => self.socket.send(self.address.apply(msg)).await.map_err(send_error)?,
             }
             self.progress.sent_one();
         }
@@ -268,8 +324,10 @@ impl Job<'_> {
             if !self.printer.print(&request) {
                 break;
             }
+            // SERVER: the answer goes back to the requester's routing id.
+            let to = request.routing_id().unwrap_or(0);
             let answer = match source.as_mut() {
-                _ if self.echo => request,
+                _ if self.echo => Message::from_frames(request.into_frames()),
                 Some(source) => match source.next().await? {
                     Some(answer) => answer,
                     // A REP that takes a request must answer it, or its REQ hangs: say so.
@@ -284,7 +342,7 @@ impl Job<'_> {
                 None => unreachable!("REP without --echo has a source"),
             };
             self.pace.before(i).await;
-            self.socket.send(answer).await.map_err(send_error)?;
+            self.socket.send(answer.with_routing_id(to)).await.map_err(send_error)?;
             self.progress.sent_one();
         }
         Ok(())

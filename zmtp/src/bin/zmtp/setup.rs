@@ -48,6 +48,8 @@ pub struct ConnectWatch {
     connected: watch::Receiver<usize>,
     wanted: usize,
     failure: Arc<Mutex<Option<String>>>,
+    /// PEER: the routing ids of the `--connect` peers, in order.
+    peers: Vec<u32>,
 }
 
 impl ConnectWatch {
@@ -87,12 +89,17 @@ impl ConnectWatch {
                 }
             }
         });
-        ConnectWatch { connected, wanted: count, failure }
+        ConnectWatch { connected, wanted: count, failure, peers: Vec::new() }
     }
 
     /// Why the last handshake with a `--connect` endpoint that never completed one failed.
     pub fn failure(&self) -> Arc<Mutex<Option<String>>> {
         self.failure.clone()
+    }
+
+    /// PEER: the routing id of the first `--connect`.
+    pub fn first_peer(&self) -> Option<u32> {
+        self.peers.first().copied()
     }
 
     /// Resolves once every connect endpoint has had a connection (or the socket is gone).
@@ -126,8 +133,19 @@ pub async fn open(t: SocketType, args: &SocketArgs) -> Result<(Socket, ConnectWa
         let bound = bind(&socket, ep).await?;
         eprintln!("zmtp: {t} listening on {bound}");
     }
+    if t == SocketType::Dish {
+        for group in &args.join {
+            socket.join(group).map_err(|e| usage(format!("cannot join {group:?}: {e}")))?;
+        }
+    }
+    let mut watch = watch;
     for ep in &args.connect {
-        socket.connect(ep).await.map_err(|e| failed(format!("cannot connect to {ep:?}: {e}")))?;
+        let connected = if t == SocketType::Peer {
+            socket.connect_peer(ep).await.map(|id| watch.peers.push(id))
+        } else {
+            socket.connect(ep).await
+        };
+        connected.map_err(|e| failed(format!("cannot connect to {ep:?}: {e}")))?;
     }
     match t {
         SocketType::Sub if args.subscribe.is_empty() => subscribe(&socket, "")?,

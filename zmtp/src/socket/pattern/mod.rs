@@ -16,18 +16,27 @@
 //! | ROUTER | [`router`] | by routing id (ROUTER_MANDATORY) | the sender's routing id first |
 //! | PUB, XPUB | [`xpub`] | [`dist`]: every matching subscriber, once (XPUB_NODROP) | XPUB: notices and messages |
 //! | SUB, XSUB | [`xsub`] | XSUB: subscriptions, and everything to every publisher | SUB: filtered |
+//! | SERVER, PEER | [`addressed`] | to the peer the message's routing id names | with the sender's routing id |
+//! | CLIENT, SCATTER, GATHER, CHANNEL | [`single_frame`] | DEALER's, PUSH's, PAIR's | fair-queued |
+//! | RADIO, DISH | [`radio`] | RADIO: to the DISHes that joined the message's group | DISH: its groups' |
+//!
+//! The draft types (the last three rows) carry single-frame messages only: the socket refuses a
+//! multipart send (EINVAL) and drops a multipart message received, as libzmq does.
 //!
 //! Not every rule is here: a SUB's receive-side filter is the inbox's (it must drop what is already
 //! queued when a subscription goes), and which peer *commands* a socket heeds is the engine's.
 
+pub(crate) mod addressed;
 pub(crate) mod dealer;
 pub(crate) mod dist;
 pub(crate) mod lb;
 pub(crate) mod pair;
 pub(crate) mod pipeline;
+pub(crate) mod radio;
 pub(crate) mod rep;
 pub(crate) mod req;
 pub(crate) mod router;
+pub(crate) mod single_frame;
 pub(crate) mod xpub;
 pub(crate) mod xsub;
 
@@ -116,8 +125,12 @@ pub(crate) enum RecvRule {
     AsQueued,
     /// The sender's routing id as a first frame (ROUTER).
     RoutingIdFirst,
-    /// [`Pattern::check_recv`] before and [`Pattern::on_recv`] on each message (REQ, REP).
+    /// [`Pattern::check_recv`] before and [`Pattern::on_recv`] on each message (REQ, REP, DISH).
     Stateful,
+    /// Single-frame messages as queued; multipart ones are dropped (CLIENT, GATHER, CHANNEL).
+    SingleFrame,
+    /// Single-frame messages carrying the sender's routing id (SERVER, PEER).
+    RoutingIdOnMessage,
 }
 
 /// A message the socket's own application is told of, queued as if `from` had sent it (XPUB's
@@ -182,6 +195,22 @@ pub(crate) trait Pattern: Send + Sync + fmt::Debug {
         Err(Error::NotSupported(self.socket_type()))
     }
 
+    /// A connect-side peer was created: the routing id it is to join under (PEER, SERVER).
+    fn reserve_routing_id(&mut self, _slot: PeerId) -> Option<Bytes> {
+        None
+    }
+
+    /// A JOIN/LEAVE from a peer (RADIO). Beyond the peer's limits it is an error, and the
+    /// connection is closed.
+    fn peer_group(&mut self, _peer: PeerId, _group: &[u8], _join: bool, _options: &Options) -> Result<(), LimitError> {
+        Ok(())
+    }
+
+    /// `join()` / `leave()` by the application (DISH).
+    fn local_group(&mut self, _peers: &Peers, _group: &[u8], _join: bool) -> Result<()> {
+        Err(Error::NotSupported(self.socket_type()))
+    }
+
     /// ROUTER: the peer with this routing id.
     fn peer_by_routing_id(&self, _routing_id: &[u8]) -> Option<PeerId> {
         None
@@ -210,6 +239,12 @@ pub(crate) enum AnyPattern {
     Router(router::Router),
     XPub(xpub::XPub),
     XSub(xsub::XSub),
+    Addressed(addressed::Addressed),
+    Balanced(single_frame::Balanced),
+    Gather(single_frame::Gather),
+    Channel(single_frame::Channel),
+    Radio(radio::Radio),
+    Dish(radio::Dish),
 }
 
 macro_rules! each_pattern {
@@ -224,6 +259,12 @@ macro_rules! each_pattern {
             AnyPattern::Router($p) => $body,
             AnyPattern::XPub($p) => $body,
             AnyPattern::XSub($p) => $body,
+            AnyPattern::Addressed($p) => $body,
+            AnyPattern::Balanced($p) => $body,
+            AnyPattern::Gather($p) => $body,
+            AnyPattern::Channel($p) => $body,
+            AnyPattern::Radio($p) => $body,
+            AnyPattern::Dish($p) => $body,
         }
     };
 }
@@ -243,6 +284,12 @@ impl AnyPattern {
             SocketType::XPub => AnyPattern::XPub(xpub::XPub::new(true)),
             SocketType::Sub => AnyPattern::XSub(xsub::XSub::new(false)),
             SocketType::XSub => AnyPattern::XSub(xsub::XSub::new(true)),
+            SocketType::Server | SocketType::Peer => AnyPattern::Addressed(addressed::Addressed::new(kind)),
+            SocketType::Client | SocketType::Scatter => AnyPattern::Balanced(single_frame::Balanced(kind)),
+            SocketType::Gather => AnyPattern::Gather(single_frame::Gather),
+            SocketType::Channel => AnyPattern::Channel(single_frame::Channel),
+            SocketType::Radio => AnyPattern::Radio(radio::Radio::default()),
+            SocketType::Dish => AnyPattern::Dish(radio::Dish::default()),
         }
     }
 
@@ -371,6 +418,7 @@ pub(crate) mod testing {
                 Outbound::Subscribe(topic, on) => {
                     Some(vec![if on { "SUBSCRIBE" } else { "CANCEL" }.to_owned(), text(&topic)])
                 }
+                Outbound::Join(group, on) => Some(vec![if on { "JOIN" } else { "LEAVE" }.to_owned(), text(&group)]),
                 _ => None,
             })
             .collect()
