@@ -21,6 +21,15 @@ Commands (S is a socket name chosen by the harness):
   close S                      -> "ok"
   reset                        closes every socket -> "ok"
 
+The draft types (SERVER, CLIENT, RADIO, DISH, SCATTER, GATHER, PEER, CHANNEL) need a libzmq built
+with drafts (.ci/draft-pyzmq). Their messages carry a routing id and a group:
+  send S F [@P] [#G]           @P: routing id alias P (0: no routing id), #G: group (hex, # alone: "")
+  recv/recvwait                -> "msg F @P #G", @P and #G present when the message carries them
+  join|leave S HEX             DISH: zmq_join / zmq_leave
+  connectpeer S ENDPOINT       PEER: zmq_connect_peer -> "ok @P"
+Routing ids are random, so answers name them by alias: a socket's Nth distinct routing id (seen on
+a received message or returned by connectpeer) is @N.
+
 KIND is the errno name: EAGAIN, EFSM, EHOSTUNREACH, ENOTSUP, EADDRINUSE, ENOENT, EINVAL, ...
 """
 
@@ -33,6 +42,62 @@ TYPES = {
     name: getattr(zmq, name)
     for name in ["PAIR", "PUB", "SUB", "REQ", "REP", "DEALER", "ROUTER", "PULL", "PUSH", "XPUB", "XSUB"]
 }
+# The draft types, when this pyzmq was built against a libzmq with drafts.
+TYPES.update({name: number for name, number in [("SERVER", 12), ("CLIENT", 13), ("RADIO", 14), ("DISH", 15),
+                                                ("GATHER", 16), ("SCATTER", 17), ("PEER", 19), ("CHANNEL", 20)]}
+             if zmq.has("draft") else {})
+monitors = [0]  # monitors made so far
+aliases = {}  # socket name -> [routing ids in the order first seen]
+
+
+def alias(name, routing_id):
+    ids = aliases.setdefault(name, [])
+    if routing_id not in ids:
+        ids.append(routing_id)
+    return "@%d" % (ids.index(routing_id) + 1)
+
+
+def unalias(name, token):
+    n = int(token[1:])
+    return 0 if n == 0 else aliases[name][n - 1]
+
+
+def draft_send(sock, name, words):
+    frames = [w for w in words if w[0] not in "@#"]
+    sock.getsockopt(zmq.EVENTS)
+    if len(frames) > 1:
+        # What libzmq says to the first frame of a multipart message (EINVAL on these types).
+        sock.send(frame(frames[0]), zmq.SNDMORE | zmq.NOBLOCK)
+    f = zmq.Frame(frame(frames[0]))
+    for w in words:
+        if w.startswith("@") and unalias(name, w):  # libzmq refuses to set 0: leave it unset
+            f.routing_id = unalias(name, w)
+        elif w.startswith("#"):
+            f.group = frame(w[1:] or "-")
+    sock.send(f, zmq.NOBLOCK, copy=False)
+
+
+def draft_recv(sock, name, flags):
+    f = sock.recv(flags, copy=False)
+    out = "msg " + hexes([f.bytes])
+    # pyzmq raises EINVAL reading a routing id a message does not carry.
+    if sock.type in (TYPES["SERVER"], TYPES["PEER"]) and f.routing_id:
+        out += " " + alias(name, f.routing_id)
+    if f.group:
+        out += " #" + f.group.encode().hex()
+    return out
+
+
+def connect_peer(sock, name, endpoint):
+    import ctypes
+
+    lib = ctypes.CDLL(zmq.backend.cython._zmq.__file__)
+    lib.zmq_connect_peer.restype = ctypes.c_uint32
+    lib.zmq_connect_peer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    routing_id = lib.zmq_connect_peer(sock.underlying, endpoint.encode())
+    if routing_id == 0:
+        raise zmq.ZMQError(ctypes.get_errno() or errno.EINVAL)
+    return "ok " + alias(name, routing_id)
 INT_OPTIONS = {"sndhwm": zmq.SNDHWM, "rcvhwm": zmq.RCVHWM}
 BOOL_OPTIONS = {
     "router_mandatory": zmq.ROUTER_MANDATORY,
@@ -45,6 +110,7 @@ BOOL_OPTIONS = {
     "immediate": zmq.IMMEDIATE,
 }
 
+DRAFT = {number for name, number in TYPES.items() if number >= 12}
 ctx = zmq.Context()
 sockets = {}  # name -> (socket, monitor socket, {event: times seen})
 COUNTED = {"handshakes": zmq.EVENT_HANDSHAKE_SUCCEEDED, "disconnects": zmq.EVENT_DISCONNECTED}
@@ -86,6 +152,7 @@ def run(words):
             mon.close(0)
             sock.close(0)
         sockets.clear()
+        aliases.clear()
         return "ok"
     name = words[1]
     if op == "new":
@@ -102,7 +169,12 @@ def run(words):
                 sock.setsockopt(zmq.ROUTING_ID, frame(value))
             else:
                 raise ValueError("unknown option " + key)
-        mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        # A name of our own: pyzmq names monitors by the socket's FD, which thread-safe (draft)
+        # sockets only emulate.
+        monitors[0] += 1
+        mon = sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED, "inproc://diff-monitor-%d" % monitors[0]
+        )
         sockets[name] = (sock, mon, {})
         return "ok"
     sock = sockets[name][0]
@@ -120,6 +192,20 @@ def run(words):
             sock.setsockopt(zmq.SUBSCRIBE, frame(words[2]))
         elif op == "unsub":
             sock.setsockopt(zmq.UNSUBSCRIBE, frame(words[2]))
+        elif op in ("join", "leave"):
+            getattr(sock, op)(frame(words[2]))
+        elif op == "connectpeer":
+            return connect_peer(sock, name, words[2])
+        elif op == "send" and sock.type in DRAFT:
+            draft_send(sock, name, words[2:])
+        elif op == "recv" and sock.type in DRAFT:
+            return draft_recv(sock, name, zmq.NOBLOCK)
+        elif op == "recvwait" and sock.type in DRAFT:
+            sock.setsockopt(zmq.RCVTIMEO, int(words[2]))
+            try:
+                return draft_recv(sock, name, 0)
+            finally:
+                sock.setsockopt(zmq.RCVTIMEO, -1)
         elif op == "send":
             # A non-blocking libzmq send skips the socket's pending commands (a peer attached,
             # room made in a pipe) if it processed them under ~1 ms ago, and may say EAGAIN where

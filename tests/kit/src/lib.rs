@@ -71,6 +71,26 @@ pub fn python_with_pyzmq() -> Command {
     Command::new("python3")
 }
 
+/// A python whose pyzmq runs a libzmq 4.3.5 built with its draft API (SERVER, CLIENT, RADIO, DISH,
+/// …), which no wheel or distribution package has: `.ci/draft-pyzmq` builds it once into a cache
+/// (`bash .ci/test` runs it first) and prints the interpreter's path.
+pub fn python_with_draft_pyzmq() -> Command {
+    static PYTHON: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    let python = PYTHON.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci/draft-pyzmq");
+        let out = Command::new("bash").arg(script).stderr(Stdio::inherit()).output().map_err(|e| e.to_string())?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match (out.status.success(), stdout.lines().last()) {
+            (true, Some(path)) if !path.trim().is_empty() => Ok(path.trim().to_owned()),
+            _ => Err(format!("{script} failed ({}): {stdout}", out.status)),
+        }
+    });
+    match python {
+        Ok(path) => Command::new(path),
+        Err(why) => panic!("these tests need libzmq with its draft API: run `bash .ci/draft-pyzmq` ({why})"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

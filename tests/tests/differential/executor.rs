@@ -21,8 +21,13 @@ pub struct Libzmq {
 
 impl Libzmq {
     pub fn start() -> Libzmq {
+        Libzmq::start_with(zmtp_testkit::python_with_pyzmq())
+    }
+
+    /// diff_peer.py under this python (e.g. one whose pyzmq has libzmq's draft API).
+    pub fn start_with(python: std::process::Command) -> Libzmq {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/diff_peer.py");
-        let mut child = Command::from(zmtp_testkit::python_with_pyzmq())
+        let mut child = Command::from(python)
             .arg(script)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -52,6 +57,54 @@ struct Ours {
     socket: Socket,
     handshakes: watch::Receiver<usize>,
     disconnects: watch::Receiver<usize>,
+    /// Routing ids in the order first seen: `@N` names the Nth (see diff_peer.py).
+    aliases: Vec<u32>,
+}
+
+impl Ours {
+    fn alias(&mut self, routing_id: u32) -> String {
+        let at = match self.aliases.iter().position(|&id| id == routing_id) {
+            Some(at) => at,
+            None => {
+                self.aliases.push(routing_id);
+                self.aliases.len() - 1
+            }
+        };
+        format!("@{}", at + 1)
+    }
+
+    fn unalias(&self, token: &str) -> u32 {
+        match token[1..].parse::<usize>().expect("@N") {
+            0 => 0,
+            n => self.aliases[n - 1],
+        }
+    }
+
+    /// A received message as diff_peer.py words it.
+    fn answer(&mut self, msg: &Message) -> String {
+        let mut out = words(msg);
+        if let Some(id) = msg.routing_id() {
+            out = format!("{out} {}", self.alias(id));
+        }
+        if let Some(group) = msg.group().filter(|g| !g.is_empty()) {
+            out.push_str(" #");
+            out.extend(group.iter().map(|b| format!("{b:02x}")));
+        }
+        out
+    }
+
+    /// `send S F [@P] [#G]`: frames, then the routing id and group a draft message carries.
+    fn message(&self, tokens: &[&str]) -> Message {
+        let mut msg = Message::from_iter(tokens.iter().filter(|t| !t.starts_with(['@', '#'])).map(|t| frame(t)));
+        for t in tokens {
+            if t.starts_with('@') {
+                msg.set_routing_id(self.unalias(t));
+            } else if let Some(group) = t.strip_prefix('#') {
+                msg.set_group(if group.is_empty() { Bytes::new() } else { frame(group) });
+            }
+        }
+        msg
+    }
 }
 
 /// zmtp, in this process.
@@ -61,20 +114,7 @@ pub struct Zmtp {
 }
 
 fn socket_type(name: &str) -> SocketType {
-    match name {
-        "PAIR" => SocketType::Pair,
-        "PUB" => SocketType::Pub,
-        "SUB" => SocketType::Sub,
-        "REQ" => SocketType::Req,
-        "REP" => SocketType::Rep,
-        "DEALER" => SocketType::Dealer,
-        "ROUTER" => SocketType::Router,
-        "PULL" => SocketType::Pull,
-        "PUSH" => SocketType::Push,
-        "XPUB" => SocketType::XPub,
-        "XSUB" => SocketType::XSub,
-        other => panic!("unknown socket type {other}"),
-    }
+    name.parse().unwrap_or_else(|_| panic!("unknown socket type {name}"))
 }
 
 /// The errno name libzmq would use for `e`.
@@ -86,7 +126,7 @@ fn kind(e: &Error) -> String {
         Error::NotSupported(_) => "ENOTSUP".into(),
         Error::AddressInUse(_) => "EADDRINUSE".into(),
         Error::EndpointNotFound(_) => "ENOENT".into(),
-        Error::InvalidEndpoint(..) | Error::InvalidOption(_) => "EINVAL".into(),
+        Error::InvalidEndpoint(..) | Error::InvalidOption(_) | Error::InvalidArgument(_) => "EINVAL".into(),
         Error::UnsupportedTransport(_) => "EPROTONOSUPPORT".into(),
         Error::Closed => "ETERM".into(),
         Error::Io(io) if io.kind() == std::io::ErrorKind::AddrInUse => "EADDRINUSE".into(),
@@ -161,7 +201,7 @@ impl Zmtp {
                         }
                     }
                 });
-                self.sockets.insert(w[1].to_owned(), Ours { socket, handshakes, disconnects });
+                self.sockets.insert(w[1].to_owned(), Ours { socket, handshakes, disconnects, aliases: Vec::new() });
                 return "ok".into();
             }
             _ => {}
@@ -189,15 +229,21 @@ impl Zmtp {
             "unbind" => done(socket.unbind(w[2]).await),
             "sub" => done(socket.subscribe(frame(w[2]))),
             "unsub" => done(socket.unsubscribe(frame(w[2]))),
-            "send" => done(socket.try_send(Message::from_iter(w[2..].iter().map(|t| frame(t))))),
+            "join" => done(socket.join(frame(w[2]))),
+            "leave" => done(socket.leave(frame(w[2]))),
+            "connectpeer" => match socket.connect_peer(w[2]).await {
+                Ok(id) => format!("ok {}", ours.alias(id)),
+                Err(e) => format!("err {}", kind(&e)),
+            },
+            "send" => done(socket.try_send(ours.message(&w[2..]))),
             "recv" => match socket.try_recv() {
-                Ok(m) => words(&m),
+                Ok(m) => ours.answer(&m),
                 Err(e) => format!("err {}", kind(&e)),
             },
             "recvwait" => {
                 let ms = w[2].parse().unwrap();
                 match tokio::time::timeout(Duration::from_millis(ms), socket.recv()).await {
-                    Ok(Ok(m)) => words(&m),
+                    Ok(Ok(m)) => ours.answer(&m),
                     Ok(Err(e)) => format!("err {}", kind(&e)),
                     Err(_) => "err EAGAIN".into(),
                 }
