@@ -12,7 +12,7 @@
 mod executor;
 
 use executor::{Libzmq, Zmtp};
-use zmtp_testkit::{bounded, ipc_endpoint};
+use zmtp_testkit::{bounded, free_port, ipc_endpoint};
 
 /// How a run places the sockets of a scenario, in the order they are created.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -25,7 +25,9 @@ enum Mode {
 
 const MODES: [Mode; 4] = [Mode::Libzmq, Mode::Zmtp, Mode::Mixed(true), Mode::Mixed(false)];
 
-/// A scenario line: `bind S` binds S on the run's transport, `$S` is S's bound endpoint, and
+/// A scenario line: `bind S` binds S on the run's transport, `bindudp S unicast|multicast` binds
+/// a DISH on a fresh udp:// port (multicast: a group joined on the loopback interface), `$S` is
+/// S's bound endpoint, and
 /// `settle R D GROUP` sends probes from RADIO R until DISH D receives one (a JOIN travels on its
 /// own time, as a SUBSCRIBE does). Receives skip such probes (body `ff`).
 type Script = &'static [&'static str];
@@ -89,7 +91,7 @@ impl Run<'_> {
         let line = expand(raw);
         let w: Vec<&str> = line.split(' ').collect();
         match w[0] {
-            "bind" => {
+            "bind" if w.len() == 2 => {
                 let endpoint = match self.transport {
                     "tcp" => "tcp://127.0.0.1:*".to_owned(),
                     _ => ipc_endpoint("draft"),
@@ -97,6 +99,18 @@ impl Run<'_> {
                 let answer = self.ask(&format!("bind {} {endpoint}", w[1])).await;
                 let bound = answer.strip_prefix("ok ").unwrap_or_else(|| panic!("bind failed: {answer}"));
                 self.endpoints.push((format!("${}", w[1]), bound.to_owned()));
+                Some("ok".into())
+            }
+            "bindudp" => {
+                let port = free_port();
+                let endpoint = match w[2] {
+                    "unicast" => format!("udp://127.0.0.1:{port}"),
+                    _ => format!("udp://lo;239.192.{}.{}:{port}", port >> 8, port & 0xff),
+                };
+                // libzmq reports a udp bind without its scheme ("127.0.0.1:5555"): use ours.
+                let answer = self.ask(&format!("bind {} {endpoint}", w[1])).await;
+                assert!(answer.starts_with("ok"), "udp bind failed: {answer}");
+                self.endpoints.push((format!("${}", w[1]), endpoint));
                 Some("ok".into())
             }
             "settle" => {
@@ -294,6 +308,47 @@ const PEER: Script = &[
     "send p1 'nobody' @0",
     "send p2 'a' 'b' @1",
 ];
+
+/// RADIO to DISH over udp:// (no handshake, no JOIN on the wire: the DISH filters), and the
+/// transport refused where libzmq refuses it.
+const UDP: Script = &[
+    "new d DISH",
+    "new r RADIO",
+    "join d 'weather'",
+    "bindudp d unicast",
+    "connect r $d",
+    "settle r d #'weather'",
+    "send r 'sun' #'weather'",
+    "send r 'news' #'tv'",
+    "send r 'rain' #'weather'",
+    "recvwait d 5000",
+    "recvwait d 5000",
+    "recvwait d 100",
+    "bind r udp://127.0.0.1:9",
+    "connect d udp://127.0.0.1:9",
+];
+
+/// The same over a multicast group on the loopback interface.
+const UDP_MULTICAST: Script = &[
+    "new d DISH",
+    "new r RADIO",
+    "join d 'g'",
+    "bindudp d multicast",
+    "connect r $d",
+    "settle r d #'g'",
+    "send r 'one' #'g'",
+    "send r 'other' #'h'",
+    "send r 'two' #'g'",
+    "recvwait d 5000",
+    "recvwait d 5000",
+    "recvwait d 100",
+];
+
+#[tokio::test]
+async fn radio_and_dish_over_udp() {
+    bounded(check("RADIO/DISH over udp", UDP)).await;
+    bounded(check("RADIO/DISH over udp multicast", UDP_MULTICAST)).await;
+}
 
 #[tokio::test]
 async fn server_and_client() {

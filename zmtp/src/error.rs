@@ -47,6 +47,12 @@ pub enum Error {
     /// A CURVE key that is not 40 characters of Z85.
     #[error("invalid CURVE key: {0}")]
     InvalidKey(#[from] crate::wire::z85::Z85Error),
+    /// The transport does not carry this socket type (libzmq ENOCOMPATPROTO): `udp://` is for a
+    /// DISH's bind and a RADIO's connect only.
+    #[error(
+        "{0} cannot be used by a {1} socket this way (udp:// carries RADIO and DISH only: a RADIO connects, a DISH binds)"
+    )]
+    IncompatibleTransport(String, SocketType),
     /// An argument the operation cannot take (libzmq EINVAL): several frames to a draft socket
     /// type, a group over 255 bytes, joining a group twice or leaving one not joined.
     #[error("invalid argument: {0}")]

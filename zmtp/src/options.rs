@@ -67,6 +67,10 @@ pub(crate) struct Options {
     pub req_relaxed: bool,
     /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard (dual stack).
     pub ipv6: bool,
+    /// ZMQ_MULTICAST_HOPS: the TTL of multicast a RADIO sends over udp://. Default 1 (this network).
+    pub multicast_hops: u32,
+    /// ZMQ_MULTICAST_LOOP: multicast a RADIO sends over udp:// reaches this host too. Default on.
+    pub multicast_loop: bool,
     /// ZMQ_REQ_CORRELATE: REQ prefixes requests with an id and drops replies that do not carry it.
     pub req_correlate: bool,
     /// ZMQ_CONFLATE: keep only the last message in each queue (single-part messages).
@@ -139,6 +143,8 @@ impl Default for Options {
             handshake_ivl: Some(Duration::from_secs(30)),
             req_relaxed: false,
             ipv6: false,
+            multicast_hops: 1,
+            multicast_loop: true,
             req_correlate: false,
             conflate: false,
             xpub_verbose: false,

@@ -128,6 +128,7 @@ fn kind(e: &Error) -> String {
         Error::EndpointNotFound(_) => "ENOENT".into(),
         Error::InvalidEndpoint(..) | Error::InvalidOption(_) | Error::InvalidArgument(_) => "EINVAL".into(),
         Error::UnsupportedTransport(_) => "EPROTONOSUPPORT".into(),
+        Error::IncompatibleTransport(..) => "ENOCOMPATPROTO".into(),
         Error::Closed => "ETERM".into(),
         Error::Io(io) if io.kind() == std::io::ErrorKind::AddrInUse => "EADDRINUSE".into(),
         other => format!("OTHER({other})"),

@@ -435,6 +435,9 @@ impl Host for Core {
     fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> std::result::Result<(), LimitError> {
         Core::peer_group(self, peer, group, join)
     }
+    fn takes_every_group(&self, peer: PeerId) {
+        self.state().pattern.takes_every_group(peer);
+    }
     fn wait_below_hwm(&self, peer: PeerId) -> impl std::future::Future<Output = ()> + Send {
         Core::wait_below_hwm(self, peer)
     }

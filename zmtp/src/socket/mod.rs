@@ -156,7 +156,7 @@ impl Socket {
     /// per RECONNECT_IVL) in the background, and messages sent meanwhile are queued for it.
     pub async fn connect(&self, endpoint: &str) -> Result<()> {
         let ep: Endpoint = endpoint.parse()?;
-        let handle = endpoints::connect(&self.inner.core, ep, endpoint.to_owned());
+        let handle = endpoints::connect(&self.inner.core, ep, endpoint.to_owned())?;
         self.endpoints().insert(endpoint.to_owned(), handle);
         *self.inner.last_endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(endpoint.to_owned());
         Ok(())
@@ -500,6 +500,14 @@ impl Socket {
     option!(
         /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard. Default off.
         ipv6, set_ipv6, ipv6: bool);
+    option!(
+        /// ZMQ_MULTICAST_HOPS: the TTL of multicast a RADIO sends over `udp://`. Default 1 (the
+        /// local network).
+        multicast_hops, set_multicast_hops, multicast_hops: u32);
+    option!(
+        /// ZMQ_MULTICAST_LOOP: whether multicast a RADIO sends over `udp://` reaches this host's own
+        /// DISHes too. Default on.
+        multicast_loop, set_multicast_loop, multicast_loop: bool);
 
     option!(
         /// ZMQ_REQ_CORRELATE: REQ tags each request with an id and drops replies without it. Default off.

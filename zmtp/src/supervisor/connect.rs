@@ -23,6 +23,9 @@ pub(crate) fn connect<H: Host>(
     accepting: CancellationToken,
     connections: CancellationToken,
 ) {
+    if matches!(ep, Endpoint::Udp { .. }) {
+        return super::udp::connect(host, ep, endpoint, slot, accepting, connections);
+    }
     // Counted as live from now on, so that closing waits (up to LINGER) while it has messages to deliver.
     let live = host.live().started();
     let host = host.clone();

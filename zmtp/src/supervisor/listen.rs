@@ -23,6 +23,9 @@ pub(crate) async fn listen<H: Host>(
     accepting: CancellationToken,
     connections: CancellationToken,
 ) -> Result<(String, JoinHandle<()>)> {
+    if matches!(ep, Endpoint::Udp { .. }) {
+        return super::udp::listen(host, ep, connections).await;
+    }
     let (listener, bound) = Listener::bind(ep, ipv6).await?;
     host.monitors().emit(|| MonitorEvent::Listening { endpoint: bound.clone() });
     let task = tokio::spawn(accept_loop(host.clone(), listener, bound.clone(), accepting, connections));

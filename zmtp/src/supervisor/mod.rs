@@ -7,6 +7,8 @@ mod backoff;
 mod connect;
 mod listen;
 mod run;
+mod udp;
 
 pub(crate) use self::connect::connect;
 pub(crate) use self::listen::listen;
+pub(crate) use self::udp::check as check_udp;

@@ -1,5 +1,6 @@
 //! Endpoint strings: `tcp://host:port` (with libzmq's `tcp://source;host:port` to connect from a
-//! chosen interface or address), `ipc://path`, `inproc://name`.
+//! chosen interface or address), `ipc://path`, `inproc://name`, and for RADIO/DISH
+//! `udp://[interface;]host:port`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -17,7 +18,10 @@ use crate::error::Error;
 /// // Connect from the interface `eth0` (any local port), as libzmq writes it:
 /// let ep: Endpoint = "tcp://eth0:0;10.0.0.1:5555".parse().unwrap();
 /// assert_eq!(ep, Endpoint::Tcp { host: "10.0.0.1".into(), port: 5555, source: Some("eth0:0".into()) });
-/// assert!("udp://x:1".parse::<Endpoint>().is_err());
+/// // RADIO/DISH datagrams, multicast from the interface `eth0`:
+/// let ep: Endpoint = "udp://eth0;239.0.0.1:5555".parse().unwrap();
+/// assert_eq!(ep, Endpoint::Udp { host: "239.0.0.1".into(), port: 5555, interface: Some("eth0".into()) });
+/// assert!("pgm://x:1".parse::<Endpoint>().is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Endpoint {
@@ -37,6 +41,17 @@ pub enum Endpoint {
     Ipc(PathBuf),
     /// An in-process name.
     Inproc(String),
+    /// UDP datagrams, RADIO (connect: where to send, unicast or a multicast group) and DISH (bind:
+    /// where to receive; a multicast address joins that group) only, as in libzmq.
+    Udp {
+        /// Address or host name; `*` on bind for every interface.
+        host: String,
+        /// Port (a bind needs one: there is no OS-assigned port to report for datagrams).
+        port: u16,
+        /// libzmq's `udp://interface;host:port`: the interface (a name or an address) that
+        /// multicast is joined on or sent from.
+        interface: Option<String>,
+    },
 }
 
 impl FromStr for Endpoint {
@@ -66,6 +81,24 @@ impl FromStr for Endpoint {
                     p => p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| bad("invalid port"))?,
                 };
                 Ok(Endpoint::Tcp { host: host.to_owned(), port, source })
+            }
+            "udp" => {
+                let (interface, rest) = match rest.split_once(';') {
+                    Some((interface, _))
+                        if interface.is_empty() || interface.contains(':') && !interface.contains('.') =>
+                    {
+                        return Err(bad("expected interface;host:port with interface a name or an IPv4 address"));
+                    }
+                    Some((interface, rest)) => (Some(interface.to_owned()), rest),
+                    None => (None, rest),
+                };
+                let (host, port) = rest.rsplit_once(':').ok_or_else(|| bad("expected host:port"))?;
+                let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+                let port = port.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| bad("invalid port"))?;
+                if host.is_empty() || rest.contains(';') {
+                    return Err(bad("expected host:port"));
+                }
+                Ok(Endpoint::Udp { host: host.to_owned(), port, interface })
             }
             // ipc:// is Unix domain sockets: refused at once where the OS has none, rather than
             // failing on every reconnect.
@@ -121,6 +154,13 @@ impl fmt::Display for Endpoint {
             }
             Endpoint::Ipc(p) => write!(f, "ipc://{}", p.display()),
             Endpoint::Inproc(n) => write!(f, "inproc://{n}"),
+            Endpoint::Udp { host, port, interface } => {
+                f.write_str("udp://")?;
+                if let Some(interface) = interface {
+                    write!(f, "{interface};")?;
+                }
+                if host.contains(':') { write!(f, "[{host}]:{port}") } else { write!(f, "{host}:{port}") }
+            }
         }
     }
 }
@@ -148,6 +188,19 @@ mod tests {
         ] {
             assert_eq!(text.parse::<Endpoint>().unwrap(), ep, "{text}");
             assert_eq!(ep.to_string(), text);
+        }
+        let udp = |i: Option<&str>, h: &str, p| Endpoint::Udp { host: h.into(), port: p, interface: i.map(Into::into) };
+        for (text, ep) in [
+            ("udp://127.0.0.1:5555", udp(None, "127.0.0.1", 5555)),
+            ("udp://*:5556", udp(None, "*", 5556)),
+            ("udp://eth0;239.0.0.1:5555", udp(Some("eth0"), "239.0.0.1", 5555)),
+            ("udp://192.168.1.2;239.0.0.1:5555", udp(Some("192.168.1.2"), "239.0.0.1", 5555)),
+        ] {
+            assert_eq!(text.parse::<Endpoint>().unwrap(), ep, "{text}");
+            assert_eq!(ep.to_string(), text);
+        }
+        for bad in ["udp://h:0", "udp://h:*", "udp://:5", "udp://;h:5", "udp://a;b;h:5", "udp://h"] {
+            assert!(bad.parse::<Endpoint>().is_err(), "{bad}");
         }
         assert_eq!(SourceAddress::parse("::1"), Some(SourceAddress { name: "::1", port: 0 }));
         assert_eq!(SourceAddress::parse("[::1]:9"), Some(SourceAddress { name: "::1", port: 9 }));

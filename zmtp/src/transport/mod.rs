@@ -9,6 +9,10 @@ pub(crate) mod inproc;
 #[cfg(unix)]
 mod ipc;
 mod tcp;
+pub(crate) mod udp;
+
+/// What udp:// is for (libzmq's rule).
+pub(crate) const UDP_TYPES: &str = "udp:// carries RADIO and DISH only: a RADIO connects, a DISH binds";
 
 pub(crate) use tcp::set_keepalive;
 
@@ -173,6 +177,8 @@ impl Listener {
             #[cfg(not(unix))]
             Endpoint::Ipc(_) => Err(crate::error::Error::UnsupportedTransport(endpoint.to_string())),
             Endpoint::Inproc(name) => Ok((Listener::Inproc(inproc::bind(name)?), format!("inproc://{name}"))),
+            // Datagrams have no listener: the supervisor runs a DISH's udp bind itself.
+            Endpoint::Udp { .. } => Err(crate::error::Error::InvalidEndpoint(endpoint.to_string(), UDP_TYPES)),
         }
     }
 
@@ -213,5 +219,6 @@ pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(Connection,
             Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "ipc:// needs Unix domain sockets"))
         }
         Endpoint::Inproc(name) => Ok((Connection::Inproc(inproc::connect(name, false).await), String::new())),
+        Endpoint::Udp { .. } => Err(std::io::Error::new(std::io::ErrorKind::Unsupported, UDP_TYPES)),
     }
 }

@@ -31,7 +31,7 @@ async fn bind_address(host: &str, port: u16, ipv6: bool) -> io::Result<SocketAdd
 }
 
 /// The first address of the interface called `name` (IPv4, or either family with `ipv6`).
-fn interface_address(name: &str, ipv6: bool) -> Option<IpAddr> {
+pub(super) fn interface_address(name: &str, ipv6: bool) -> Option<IpAddr> {
     let interfaces = if_addrs::get_if_addrs().ok()?;
     interfaces.into_iter().filter(|i| i.name == name).map(|i| i.ip()).find(|ip| ip.is_ipv4() || ipv6)
 }

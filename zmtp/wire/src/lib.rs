@@ -65,6 +65,7 @@ pub mod metadata;
 pub mod null;
 pub mod plain;
 pub mod socket_type;
+pub mod udp;
 pub mod z85;
 pub mod zap;
 

@@ -206,6 +206,9 @@ pub(crate) trait Pattern: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// A RADIO's udp endpoint: `peer` gets every group's messages.
+    fn takes_every_group(&mut self, _peer: PeerId) {}
+
     /// `join()` / `leave()` by the application (DISH).
     fn local_group(&mut self, _peers: &Peers, _group: &[u8], _join: bool) -> Result<()> {
         Err(Error::NotSupported(self.socket_type()))

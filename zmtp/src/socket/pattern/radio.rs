@@ -34,6 +34,8 @@ pub(crate) struct Radio {
     members: HashMap<Bytes, Vec<PeerId>>,
     /// DISH → its groups.
     joined: PeerMap<Joined>,
+    /// udp:// endpoints: sent every group (no JOIN travels over UDP; radio.cpp's `_udp_pipes`).
+    everything: Vec<PeerId>,
 }
 
 /// The wire form of a grouped message: the group frame, then the body.
@@ -56,6 +58,7 @@ impl Radio {
 
 impl Pattern for Radio {
     fn detached(&mut self, id: PeerId, _: bool, _: &Options, _: &mut Vec<super::Notice>) {
+        self.everything.retain(|&peer| peer != id);
         if let Some(joined) = self.joined.remove(&id) {
             for group in &joined.groups {
                 self.leave(id, group);
@@ -69,7 +72,7 @@ impl Pattern for Radio {
             return Err(Error::InvalidArgument("a group is at most 255 bytes"));
         }
         let members = self.members.get(&group).map(Vec::as_slice).unwrap_or_default();
-        let outs = members.iter().filter_map(|id| peers.map.get(id)).map(|p| &p.out);
+        let outs = members.iter().chain(&self.everything).filter_map(|id| peers.map.get(id)).map(|p| &p.out);
         if flags.xpub_nodrop() && outs.clone().any(|out| !out.has_room()) {
             msg.set_group(group);
             return Ok(TrySend::Full(msg));
@@ -84,6 +87,10 @@ impl Pattern for Radio {
 
     fn recv_rule(&self) -> RecvRule {
         RecvRule::NotSupported
+    }
+
+    fn takes_every_group(&mut self, peer: PeerId) {
+        self.everything.push(peer);
     }
 
     fn peer_group(&mut self, peer: PeerId, group: &[u8], join: bool, options: &Options) -> Result<(), LimitError> {
@@ -206,6 +213,19 @@ mod tests {
         assert!(taken(&peers, b).is_empty());
         leave(&mut r, &mut peers, a, false, &o);
         assert!(!r.members.contains_key(&b"weather"[..]), "the last member's exit removes the group");
+    }
+
+    #[test]
+    fn a_udp_endpoint_takes_every_group() {
+        let (mut r, mut peers) = (Radio::default(), Peers::default());
+        let udp = add_peer(&mut r, &mut peers, 1, "", 10);
+        r.takes_every_group(udp);
+        for m in [grouped("a", "1"), grouped("b", "2"), msg(&["3"])] {
+            r.send(&mut peers, m, &SendFlags::default()).unwrap();
+        }
+        assert_eq!(taken(&peers, udp), [["a", "1"], ["b", "2"], ["", "3"]]);
+        leave(&mut r, &mut peers, udp, false, &Options::default());
+        assert!(r.everything.is_empty());
     }
 
     #[test]
