@@ -28,7 +28,8 @@ with drafts (.ci/draft-pyzmq). Their messages carry a routing id and a group:
   join|leave S HEX             DISH: zmq_join / zmq_leave
   connectpeer S ENDPOINT       PEER: zmq_connect_peer -> "ok @P"
 Routing ids are random, so answers name them by alias: a socket's Nth distinct routing id (seen on
-a received message or returned by connectpeer) is @N.
+a received message or returned by connectpeer) is @N. A STREAM's routing id frames (the first of
+each message) are aliased the same way, in answers and in sends.
 
 KIND is the errno name: EAGAIN, EFSM, EHOSTUNREACH, ENOTSUP, EADDRINUSE, ENOENT, EINVAL, ...
 """
@@ -40,7 +41,7 @@ import zmq
 
 TYPES = {
     name: getattr(zmq, name)
-    for name in ["PAIR", "PUB", "SUB", "REQ", "REP", "DEALER", "ROUTER", "PULL", "PUSH", "XPUB", "XSUB"]
+    for name in ["PAIR", "PUB", "SUB", "REQ", "REP", "DEALER", "ROUTER", "PULL", "PUSH", "XPUB", "XSUB", "STREAM"]
 }
 # The draft types, when this pyzmq was built against a libzmq with drafts.
 TYPES.update({name: number for name, number in [("SERVER", 12), ("CLIENT", 13), ("RADIO", 14), ("DISH", 15),
@@ -206,6 +207,19 @@ def run(words):
                 return draft_recv(sock, name, 0)
             finally:
                 sock.setsockopt(zmq.RCVTIMEO, -1)
+        elif op == "send" and sock.type == zmq.STREAM:
+            first = words[2]
+            routing_id = unalias(name, first) if first.startswith("@") else frame(first)
+            sock.getsockopt(zmq.EVENTS)
+            sock.send_multipart([routing_id] + [frame(t) for t in words[3:]], zmq.NOBLOCK)
+        elif op in ("recv", "recvwait") and sock.type == zmq.STREAM:
+            if op == "recvwait":
+                sock.setsockopt(zmq.RCVTIMEO, int(words[2]))
+            try:
+                parts = sock.recv_multipart(zmq.NOBLOCK if op == "recv" else 0)
+            finally:
+                sock.setsockopt(zmq.RCVTIMEO, -1)
+            return "msg " + alias(name, parts[0]) + " " + hexes(parts[1:])
         elif op == "send":
             # A non-blocking libzmq send skips the socket's pending commands (a peer attached,
             # room made in a pipe) if it processed them under ~1 ms ago, and may say EAGAIN where

@@ -48,9 +48,9 @@ pub enum Error {
     #[error("invalid CURVE key: {0}")]
     InvalidKey(#[from] crate::wire::z85::Z85Error),
     /// The transport does not carry this socket type (libzmq ENOCOMPATPROTO): `udp://` is for a
-    /// DISH's bind and a RADIO's connect only.
+    /// DISH's bind and a RADIO's connect only, and a STREAM has no `inproc://`.
     #[error(
-        "{0} cannot be used by a {1} socket this way (udp:// carries RADIO and DISH only: a RADIO connects, a DISH binds)"
+        "{0} cannot be used by a {1} socket this way (udp:// is a DISH's bind and a RADIO's connect; a STREAM is tcp:// and ipc:// only)"
     )]
     IncompatibleTransport(String, SocketType),
     /// An argument the operation cannot take (libzmq EINVAL): several frames to a draft socket

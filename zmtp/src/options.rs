@@ -81,6 +81,9 @@ pub(crate) struct Options {
     pub xpub_verboser: bool,
     /// ZMQ_XPUB_WELCOME_MSG: sent to every new subscriber.
     pub xpub_welcome_msg: Option<Bytes>,
+    /// ZMQ_STREAM_NOTIFY: a STREAM tells its application of each connection and disconnection with an
+    /// empty message. Default on.
+    pub stream_notify: bool,
     /// ZMQ_CONNECT_ROUTING_ID: the routing id a ROUTER gives the peer of its next `connect`.
     pub connect_routing_id: Option<Bytes>,
     /// ZMQ_TCP_KEEPALIVE: `None` = OS default (-1), else on/off.
@@ -150,6 +153,7 @@ impl Default for Options {
             xpub_verbose: false,
             xpub_verboser: false,
             xpub_welcome_msg: None,
+            stream_notify: true,
             connect_routing_id: None,
             tcp_keepalive: None,
             tcp_keepalive_idle: None,

@@ -58,12 +58,16 @@ struct Ours {
     handshakes: watch::Receiver<usize>,
     disconnects: watch::Receiver<usize>,
     /// Routing ids in the order first seen: `@N` names the Nth (see diff_peer.py).
-    aliases: Vec<u32>,
+    aliases: Vec<Bytes>,
 }
 
 impl Ours {
     fn alias(&mut self, routing_id: u32) -> String {
-        let at = match self.aliases.iter().position(|&id| id == routing_id) {
+        self.alias_bytes(Bytes::copy_from_slice(&routing_id.to_be_bytes()))
+    }
+
+    fn alias_bytes(&mut self, routing_id: Bytes) -> String {
+        let at = match self.aliases.iter().position(|id| *id == routing_id) {
             Some(at) => at,
             None => {
                 self.aliases.push(routing_id);
@@ -76,12 +80,17 @@ impl Ours {
     fn unalias(&self, token: &str) -> u32 {
         match token[1..].parse::<usize>().expect("@N") {
             0 => 0,
-            n => self.aliases[n - 1],
+            n => u32::from_be_bytes(self.aliases[n - 1][..].try_into().expect("a 4-byte routing id")),
         }
     }
 
     /// A received message as diff_peer.py words it.
     fn answer(&mut self, msg: &Message) -> String {
+        if self.socket.socket_type() == SocketType::Stream {
+            let rest = Message::from_iter(msg.iter().skip(1).cloned());
+            let alias = self.alias_bytes(msg[0].clone());
+            return format!("msg {alias}{}", &words(&rest)["msg".len()..]);
+        }
         let mut out = words(msg);
         if let Some(id) = msg.routing_id() {
             out = format!("{out} {}", self.alias(id));
@@ -95,6 +104,13 @@ impl Ours {
 
     /// `send S F [@P] [#G]`: frames, then the routing id and group a draft message carries.
     fn message(&self, tokens: &[&str]) -> Message {
+        if self.socket.socket_type() == SocketType::Stream {
+            let first = match tokens[0].strip_prefix('@') {
+                Some(n) => self.aliases[n.parse::<usize>().expect("@N") - 1].clone(),
+                None => frame(tokens[0]),
+            };
+            return Message::from_iter(std::iter::once(first).chain(tokens[1..].iter().map(|t| frame(t))));
+        }
         let mut msg = Message::from_iter(tokens.iter().filter(|t| !t.starts_with(['@', '#'])).map(|t| frame(t)));
         for t in tokens {
             if t.starts_with('@') {

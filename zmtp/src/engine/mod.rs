@@ -5,6 +5,7 @@ mod direct;
 mod handshake;
 mod host;
 mod inlet;
+mod raw;
 mod reader;
 mod writer;
 
@@ -75,7 +76,12 @@ async fn run_with<H: Host, C: Conn>(
     info: ConnectionInfo<'_>,
 ) -> Result<(), Arc<ConnectionError>> {
     let mut handshaken = false;
-    let result = drive(core, slot, conn, rendezvous, kill, &info, &mut handshaken).await.map_err(Arc::new);
+    let result = if core.socket_type() == crate::wire::SocketType::Stream {
+        handshaken = true;
+        raw::drive(core, slot, conn, kill, &info).await.map_err(Arc::new)
+    } else {
+        drive(core, slot, conn, rendezvous, kill, &info, &mut handshaken).await.map_err(Arc::new)
+    };
     if let Err(error) = &result {
         let (endpoint, peer, error) = (info.endpoint.to_owned(), info.peer_addr.to_owned(), error.clone());
         core.monitors().emit(|| match handshaken {

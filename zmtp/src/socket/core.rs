@@ -165,6 +165,9 @@ impl Core {
         if let Some(rid) = &routing_id {
             self.inbox.set_routing_id(id, rid.clone());
         }
+        if pattern.notifies_connect(&options) {
+            self.inbox.push_unbounded(id, Message::single(Bytes::new()));
+        }
         pattern.attached(peers, id, routing_id, &options);
         drop(state);
         self.space.wake();
@@ -404,6 +407,9 @@ impl Host for Core {
     }
     fn slot_has_pending(&self, slot: PeerId) -> bool {
         Core::slot_has_pending(self, slot)
+    }
+    fn slot_alive(&self, slot: PeerId) -> bool {
+        self.state().peers.map.contains_key(&slot)
     }
     fn attach(
         &self,

@@ -55,7 +55,7 @@ impl EndpointHandle {
 }
 
 pub(super) async fn bind(core: &Arc<Core>, ep: &Endpoint, ipv6: bool) -> Result<(EndpointHandle, String)> {
-    supervisor::check_udp(core.socket_type, ep, true)?;
+    supervisor::check_transport(core.socket_type, ep, true)?;
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
     let (bound, task) = supervisor::listen(core, ep, ipv6, accepting.clone(), connections.clone()).await?;
@@ -65,7 +65,7 @@ pub(super) async fn bind(core: &Arc<Core>, ep: &Endpoint, ipv6: bool) -> Result<
 }
 
 pub(super) fn connect(core: &Arc<Core>, ep: Endpoint, endpoint: String) -> Result<EndpointHandle> {
-    supervisor::check_udp(core.socket_type, &ep, false)?;
+    supervisor::check_transport(core.socket_type, &ep, false)?;
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
     let slot = core.add_connect_slot(connections.clone());

@@ -501,6 +501,10 @@ impl Socket {
         /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard. Default off.
         ipv6, set_ipv6, ipv6: bool);
     option!(
+        /// ZMQ_STREAM_NOTIFY (STREAM): receive `[routing id, ""]` when a connection is made and when
+        /// it ends. Default on.
+        stream_notify, set_stream_notify, stream_notify: bool);
+    option!(
         /// ZMQ_MULTICAST_HOPS: the TTL of multicast a RADIO sends over `udp://`. Default 1 (the
         /// local network).
         multicast_hops, set_multicast_hops, multicast_hops: u32);

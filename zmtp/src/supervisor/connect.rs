@@ -51,6 +51,8 @@ pub(crate) fn connect<H: Host>(
                             return;
                         }
                         _ if accepting.is_cancelled() && !host.slot_has_pending(slot) => break,
+                        // The socket dropped the slot (a STREAM closed the connection itself).
+                        _ if !host.slot_alive(slot) => return,
                         _ => backoff.reset(),
                     }
                 }

@@ -11,4 +11,4 @@ mod udp;
 
 pub(crate) use self::connect::connect;
 pub(crate) use self::listen::listen;
-pub(crate) use self::udp::check as check_udp;
+pub(crate) use self::udp::check as check_transport;

@@ -43,10 +43,16 @@ fn stand_in(kind: SocketType) -> PeerInfo {
     }
 }
 
-/// Refuses udp:// where libzmq does: a DISH binds and a RADIO connects.
+/// Refuses a transport where libzmq does: udp:// is a DISH's bind and a RADIO's connect, and a
+/// STREAM, which speaks raw bytes, has no inproc:// peer to speak them to.
 pub(crate) fn check(kind: SocketType, ep: &Endpoint, binding: bool) -> Result<()> {
     let wanted = if binding { SocketType::Dish } else { SocketType::Radio };
-    if matches!(ep, Endpoint::Udp { .. }) && kind != wanted {
+    let refused = match ep {
+        Endpoint::Udp { .. } => kind != wanted,
+        Endpoint::Inproc(_) => kind == SocketType::Stream,
+        _ => false,
+    };
+    if refused {
         return Err(Error::IncompatibleTransport(ep.to_string(), kind));
     }
     Ok(())

@@ -45,6 +45,8 @@ pub enum SocketType {
     Peer,
     /// Draft (RFC 52): single-frame exclusive pair.
     Channel,
+    /// Raw TCP (no ZMTP): each connection addressed by a routing id, its bytes as they arrive.
+    Stream,
 }
 
 impl SocketType {
@@ -70,6 +72,7 @@ impl SocketType {
             SocketType::Scatter => "SCATTER",
             SocketType::Peer => "PEER",
             SocketType::Channel => "CHANNEL",
+            SocketType::Stream => "STREAM",
         }
     }
 
@@ -94,15 +97,17 @@ impl SocketType {
             Scatter => peer == Gather,
             Peer => peer == Peer,
             Channel => peer == Channel,
+            // Speaks no ZMTP, so no ZMTP peer.
+            Stream => false,
         }
     }
 
     /// Every type, classic then draft.
-    pub const ALL: [SocketType; 19] = {
+    pub const ALL: [SocketType; 20] = {
         use SocketType::*;
         [
             Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub, Server, Client, Radio, Dish, Gather,
-            Scatter, Peer, Channel,
+            Scatter, Peer, Channel, Stream,
         ]
     };
 
@@ -147,7 +152,7 @@ mod tests {
     use super::*;
     use SocketType::*;
 
-    const ALL: [SocketType; 19] = SocketType::ALL;
+    const ALL: [SocketType; 20] = SocketType::ALL;
 
     #[test]
     fn compatibility_is_symmetric_and_matches_the_table() {
@@ -174,6 +179,6 @@ mod tests {
             assert_eq!(t.as_str().parse::<SocketType>().unwrap(), t);
             assert_eq!(t.as_str().to_lowercase().parse::<SocketType>().unwrap(), t);
         }
-        assert!("STREAM".parse::<SocketType>().is_err());
+        assert!("DGRAM".parse::<SocketType>().is_err());
     }
 }

@@ -68,7 +68,7 @@ pub struct ProxyArgs {
 }
 
 /// Every socket type, in the order `--help` lists them.
-pub const SOCKET_TYPES: [SocketType; 19] = [
+pub const SOCKET_TYPES: [SocketType; 20] = [
     SocketType::Pub,
     SocketType::Sub,
     SocketType::Req,
@@ -88,6 +88,7 @@ pub const SOCKET_TYPES: [SocketType; 19] = [
     SocketType::Gather,
     SocketType::Peer,
     SocketType::Channel,
+    SocketType::Stream,
 ];
 
 /// What a socket type does with messages, which decides how `zmtp` drives it.
@@ -298,6 +299,10 @@ pub struct SocketArgs {
     #[arg(long, value_name = "MESSAGE", help_heading = "Socket options")]
     pub xpub_welcome_msg: Option<String>,
 
+    /// Do not print ID| when a connection is made or ends (ZMQ_STREAM_NOTIFY off)
+    #[arg(long = "no-stream-notify", help_heading = "Socket options")]
+    pub stream_notify: bool,
+
     /// Be a CURVE server with this secret key (Z85, from `zmtp keygen`); clients must know its public key
     #[arg(long, value_name = "SECRET", allow_hyphen_values = true, help_heading = "Security", conflicts_with_all = ["curve_serverkey", "plain_server", "plain_username"])]
     pub curve_server: Option<String>,
@@ -373,12 +378,13 @@ fn not_for(t: SocketType) -> Vec<&'static str> {
     if r == Role::SendOnly {
         ids.extend(["format", "rcvhwm"]);
     }
-    let rules: [(&str, &[SocketType]); 15] = [
+    let rules: [(&str, &[SocketType]); 16] = [
         ("echo", &[Rep, Server]),
         ("join", &[Dish]),
         ("group", &[Radio]),
         ("subscribe", &[Sub, XSub]),
         ("routing_id", &[Req, Dealer, Router]),
+        ("stream_notify", &[Stream]),
         ("immediate", &[Dealer, Push, Req, Pair, Client, Scatter, Channel]),
         ("conflate", &[Dealer, Pull, Push, Pub, Sub]),
         ("req_relaxed", &[Req]),
@@ -498,6 +504,7 @@ pub fn command_name(t: SocketType) -> &'static str {
         SocketType::Gather => "gather",
         SocketType::Peer => "peer",
         SocketType::Channel => "channel",
+        SocketType::Stream => "stream",
     }
 }
 

@@ -59,6 +59,7 @@ pub fn about(t: SocketType) -> &'static str {
         SocketType::Gather => "Print messages from SCATTERs, fair-queued (draft, RFC 49)",
         SocketType::Peer => "Talk to PEERs by routing id, both ways (draft, RFC 51)",
         SocketType::Channel => "Talk to exactly one other CHANNEL, both ways (draft, RFC 52)",
+        SocketType::Stream => "Raw TCP: print what each connection sends, send to one by routing id",
     }
 }
 
@@ -271,6 +272,18 @@ CHANNEL (draft) is PAIR for single frames: one peer, messages both ways.
 Examples:
     zmtp channel --bind 'tcp://*:5559'
     zmtp channel --connect tcp://localhost:5559 --count 0 hello"
+        }
+        SocketType::Stream => {
+            "\
+STREAM speaks raw TCP, not ZeroMQ: each connection has a routing id (printed as 0x<hex>) that comes
+first on what it sends, ID|BYTES, with ID| and nothing after it when a connection is made and when
+it ends (unless --no-stream-notify). Send ID|BYTES to write to a connection, ID| to close it.
+
+Examples:
+  A tiny TCP server that shows what clients send:
+    zmtp stream --bind 'tcp://*:8080'
+  Talk to a plain TCP service (its first message gives the id to answer to):
+    zmtp stream --connect tcp://localhost:7 -v"
         }
     }
 }

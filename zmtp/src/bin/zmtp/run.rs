@@ -95,7 +95,7 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
     let framing = Framing {
         delimiter: args.delimiter.clone(),
         hex: args.hex,
-        router: t == SocketType::Router,
+        router: matches!(t, SocketType::Router | SocketType::Stream),
         single: t.is_draft(),
     };
     if args.echo && !args.messages.is_empty() {

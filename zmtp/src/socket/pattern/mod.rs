@@ -19,6 +19,7 @@
 //! | SERVER, PEER | [`addressed`] | to the peer the message's routing id names | with the sender's routing id |
 //! | CLIENT, SCATTER, GATHER, CHANNEL | [`single_frame`] | DEALER's, PUSH's, PAIR's | fair-queued |
 //! | RADIO, DISH | [`radio`] | RADIO: to the DISHes that joined the message's group | DISH: its groups' |
+//! | STREAM | [`stream`] | raw bytes by routing id (empty: close) | the sender's routing id first; `""` on connect and end |
 //!
 //! The draft types (the last three rows) carry single-frame messages only: the socket refuses a
 //! multipart send (EINVAL) and drops a multipart message received, as libzmq does.
@@ -37,6 +38,7 @@ pub(crate) mod rep;
 pub(crate) mod req;
 pub(crate) mod router;
 pub(crate) mod single_frame;
+pub(crate) mod stream;
 pub(crate) mod xpub;
 pub(crate) mod xsub;
 
@@ -206,6 +208,12 @@ pub(crate) trait Pattern: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Whether the application receives an empty message (after the routing id) when a peer
+    /// attaches (STREAM_NOTIFY).
+    fn notifies_connect(&self, _options: &Options) -> bool {
+        false
+    }
+
     /// A RADIO's udp endpoint: `peer` gets every group's messages.
     fn takes_every_group(&mut self, _peer: PeerId) {}
 
@@ -248,6 +256,7 @@ pub(crate) enum AnyPattern {
     Channel(single_frame::Channel),
     Radio(radio::Radio),
     Dish(radio::Dish),
+    Stream(stream::Stream),
 }
 
 macro_rules! each_pattern {
@@ -268,6 +277,7 @@ macro_rules! each_pattern {
             AnyPattern::Channel($p) => $body,
             AnyPattern::Radio($p) => $body,
             AnyPattern::Dish($p) => $body,
+            AnyPattern::Stream($p) => $body,
         }
     };
 }
@@ -293,6 +303,7 @@ impl AnyPattern {
             SocketType::Channel => AnyPattern::Channel(single_frame::Channel),
             SocketType::Radio => AnyPattern::Radio(radio::Radio::default()),
             SocketType::Dish => AnyPattern::Dish(radio::Dish::default()),
+            SocketType::Stream => AnyPattern::Stream(stream::Stream::new()),
         }
     }
 

@@ -29,6 +29,11 @@ impl Router {
     pub fn new() -> Self {
         Router { routes: HashMap::new(), names: PeerMap::default(), next_generated_id: rand::random::<u32>().max(1) }
     }
+
+    /// The routing id of a connected peer.
+    pub fn routing_id_of(&self, id: PeerId) -> Option<&Bytes> {
+        self.names.get(&id)
+    }
 }
 
 impl Pattern for Router {
