@@ -27,6 +27,9 @@ with drafts (.ci/draft-pyzmq). Their messages carry a routing id and a group:
   recv/recvwait                -> "msg F @P #G", @P and #G present when the message carries them
   join|leave S HEX             DISH: zmq_join / zmq_leave
   connectpeer S ENDPOINT       PEER: zmq_connect_peer -> "ok @P"
+  topics S                     ZMQ_TOPICS_COUNT -> "ok N"
+Draft options on new: router_notify reconnect_stop (ints), hello_msg disconnect_msg hiccup_msg
+(hex), xsub_verbose_unsubscribe invert_matching xpub_verboser (0/1).
 Routing ids are random, so answers name them by alias: a socket's Nth distinct routing id (seen on
 a received message or returned by connectpeer) is @N. A STREAM's routing id frames (the first of
 each message) are aliased the same way, in answers and in sends.
@@ -99,7 +102,14 @@ def connect_peer(sock, name, endpoint):
     if routing_id == 0:
         raise zmq.ZMQError(ctypes.get_errno() or errno.EINVAL)
     return "ok " + alias(name, routing_id)
-INT_OPTIONS = {"sndhwm": zmq.SNDHWM, "rcvhwm": zmq.RCVHWM}
+INT_OPTIONS = {
+    "sndhwm": zmq.SNDHWM,
+    "rcvhwm": zmq.RCVHWM,
+    # draft options (libzmq built with drafts)
+    "router_notify": 97,
+    "reconnect_stop": 109,
+}
+BYTES_OPTIONS = {"routing_id": zmq.ROUTING_ID, "hello_msg": 110, "disconnect_msg": 111, "hiccup_msg": 114}
 BOOL_OPTIONS = {
     "router_mandatory": zmq.ROUTER_MANDATORY,
     "probe_router": zmq.PROBE_ROUTER,
@@ -109,6 +119,9 @@ BOOL_OPTIONS = {
     "xpub_verbose": zmq.XPUB_VERBOSE,
     "router_handover": zmq.ROUTER_HANDOVER,
     "immediate": zmq.IMMEDIATE,
+    "xpub_verboser": zmq.XPUB_VERBOSER,
+    "invert_matching": zmq.INVERT_MATCHING,
+    "xsub_verbose_unsubscribe": 115,
 }
 
 DRAFT = {number for name, number in TYPES.items() if number >= 12}
@@ -166,8 +179,8 @@ def run(words):
                 sock.setsockopt(INT_OPTIONS[key], int(value))
             elif key in BOOL_OPTIONS:
                 sock.setsockopt(BOOL_OPTIONS[key], int(value))
-            elif key == "routing_id":
-                sock.setsockopt(zmq.ROUTING_ID, frame(value))
+            elif key in BYTES_OPTIONS:
+                sock.setsockopt(BYTES_OPTIONS[key], frame(value))
             else:
                 raise ValueError("unknown option " + key)
         # A name of our own: pyzmq names monitors by the socket's FD, which thread-safe (draft)
@@ -193,6 +206,8 @@ def run(words):
             sock.setsockopt(zmq.SUBSCRIBE, frame(words[2]))
         elif op == "unsub":
             sock.setsockopt(zmq.UNSUBSCRIBE, frame(words[2]))
+        elif op == "topics":
+            return "ok %d" % sock.getsockopt(116)
         elif op in ("join", "leave"):
             getattr(sock, op)(frame(words[2]))
         elif op == "connectpeer":

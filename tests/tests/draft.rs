@@ -36,15 +36,12 @@ fn hex(text: &str) -> String {
     text.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `'text'` in a script line is that text in hex.
+/// `'text'` in a script line is that text in hex (also after `#` and in `option='text'`).
 fn expand(line: &str) -> String {
     line.split(' ')
-        .map(|w| match w.strip_prefix('\'').and_then(|w| w.strip_suffix('\'')) {
-            Some(text) => hex(text),
-            None => match w.strip_prefix("#'").and_then(|w| w.strip_suffix('\'')) {
-                Some(text) => format!("#{}", hex(text)),
-                None => w.to_owned(),
-            },
+        .map(|w| match w.split_once('\'') {
+            Some((before, text)) if text.ends_with('\'') => format!("{before}{}", hex(&text[..text.len() - 1])),
+            _ => w.to_owned(),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -57,6 +54,8 @@ struct Run<'a> {
     transport: &'static str,
     created: Vec<String>,
     endpoints: Vec<(String, String)>,
+    /// `$free`: a port nobody listens on.
+    free: u16,
 }
 
 impl Run<'_> {
@@ -124,7 +123,7 @@ impl Run<'_> {
                 panic!("{dish} never received {radio}'s probes to {group}");
             }
             _ => {
-                let mut line = line.clone();
+                let mut line = line.replace("$free", &self.free.to_string());
                 for (name, endpoint) in &self.endpoints {
                     line = line.replace(name.as_str(), endpoint);
                 }
@@ -148,6 +147,7 @@ async fn check(name: &str, script: Script) {
                 transport,
                 created: Vec::new(),
                 endpoints: Vec::new(),
+                free: free_port(),
             };
             let mut trace = Vec::new();
             for line in script {
@@ -402,4 +402,116 @@ const STREAM: Script = &[
 #[tokio::test]
 async fn stream() {
     bounded(check("STREAM", STREAM)).await;
+}
+
+/// ROUTER_NOTIFY: `[id, ""]` when a peer's handshake completes and when it goes.
+const ROUTER_NOTIFY: Script = &[
+    "new r ROUTER router_notify=3",
+    "new d DEALER routing_id='w1'",
+    "bind r",
+    "connect d $r",
+    "handshakes r 1 5000",
+    "recvwait r 5000",
+    "send d 'hi'",
+    "recvwait r 5000",
+    "close d",
+    "recvwait r 5000",
+    "recvwait r 100",
+];
+
+/// HELLO_MSG both ways, then DISCONNECT_MSG after ROUTER_NOTIFY's notice when the dealer goes.
+const HELLO_AND_DISCONNECT: Script = &[
+    "new r ROUTER hello_msg='H' disconnect_msg='D' router_notify=2",
+    "new d DEALER routing_id='X' hello_msg='h'",
+    "bind r",
+    "connect d $r",
+    "send d 'queued'",
+    "recvwait r 5000",
+    "recvwait r 5000",
+    "recvwait d 5000",
+    "close d",
+    "recvwait r 5000",
+    "recvwait r 5000",
+];
+
+/// HICCUP_MSG: the connecting DEALER hears of its connection's drop.
+const HICCUP: Script = &[
+    "new b DEALER",
+    "new d DEALER hiccup_msg='C'",
+    "bind b",
+    "connect d $b",
+    "handshakes b 1 5000",
+    "handshakes d 1 5000",
+    "close b",
+    "recvwait d 5000",
+];
+
+/// RECONNECT_STOP_CONN_REFUSED: nobody listens, so the connect ends for good with its queue.
+const RECONNECT_STOP: Script = &[
+    "new d DEALER reconnect_stop=1",
+    "connect d tcp://127.0.0.1:$free",
+    "recvwait d 500",
+    "send d 'x'",
+    "disconnect d tcp://127.0.0.1:$free",
+];
+
+/// XSUB_VERBOSE_UNSUBSCRIBE (with XPUB_VERBOSER upstream): every unsubscribe is sent on.
+const XSUB_VERBOSE_UNSUBSCRIBE: Script = &[
+    "new p XPUB xpub_verboser=1",
+    "new x XSUB xsub_verbose_unsubscribe=1",
+    "bind p",
+    "connect x $p",
+    "handshakes p 1 5000",
+    "handshakes x 1 5000",
+    "send x 0041",
+    "recvwait p 5000",
+    "send x 0141",
+    "recvwait p 5000",
+    "send x 0141",
+    "recvwait p 5000",
+    "send x 0041",
+    "recvwait p 5000",
+    "send x 0041",
+    "recvwait p 5000",
+    "send x 0041",
+    "recvwait p 5000",
+];
+
+/// INVERT_MATCHING on both ends, and TOPICS_COUNT on both.
+const INVERT_AND_TOPICS: Script = &[
+    "new p XPUB invert_matching=1",
+    "new s SUB invert_matching=1",
+    "bind p",
+    "connect s $p",
+    "handshakes p 1 5000",
+    "handshakes s 1 5000",
+    "sub s 'A'",
+    "sub s 'B'",
+    "recvwait p 5000",
+    "recvwait p 5000",
+    "topics p",
+    "topics s",
+    "send p 'A1'",
+    "send p 'B1'",
+    "send p 'C1'",
+    "recvwait s 5000",
+    "recvwait s 100",
+];
+
+#[tokio::test]
+async fn router_notify_hello_disconnect_and_hiccup() {
+    bounded(check("ROUTER_NOTIFY", ROUTER_NOTIFY)).await;
+    bounded(check("HELLO_MSG and DISCONNECT_MSG", HELLO_AND_DISCONNECT)).await;
+    bounded(check("HICCUP_MSG", HICCUP)).await;
+}
+
+#[tokio::test]
+async fn reconnect_stop() {
+    bounded(check("RECONNECT_STOP", RECONNECT_STOP)).await;
+}
+
+#[tokio::test]
+async fn subscription_options() {
+    bounded(check("XSUB_VERBOSE_UNSUBSCRIBE", XSUB_VERBOSE_UNSUBSCRIBE)).await;
+    bounded(check("INVERT_MATCHING and TOPICS_COUNT", INVERT_AND_TOPICS)).await;
 }

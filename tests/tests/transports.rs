@@ -164,7 +164,11 @@ async fn inproc_passes_frames_without_copying() {
 async fn bad_endpoints_are_typed_errors() {
     let s = Socket::new(SocketType::Dealer);
     assert!(matches!(s.bind("tcp://127.0.0.1").await, Err(Error::InvalidEndpoint(..))));
-    assert!(matches!(s.connect("udp://127.0.0.1:5").await, Err(Error::UnsupportedTransport(_))));
+    assert!(matches!(s.connect("pgm://127.0.0.1:5").await, Err(Error::UnsupportedTransport(_))));
+    assert!(
+        matches!(s.connect("udp://127.0.0.1:5").await, Err(Error::IncompatibleTransport(..))),
+        "udp is RADIO/DISH only"
+    );
     assert!(matches!(s.bind("tcp://no-such-host.invalid:5").await, Err(Error::Io(_))));
     assert!(matches!(s.unbind("tcp://127.0.0.1:1").await, Err(Error::EndpointNotFound(_))));
     assert!(matches!(s.disconnect("tcp://127.0.0.1:1").await, Err(Error::EndpointNotFound(_))));

@@ -61,6 +61,8 @@ pub use message::{Message, Properties};
 pub use monitor::{Monitor, MonitorEvent};
 pub use options::{
     DEFAULT_MAX_FRAMES, DEFAULT_MAX_SUBSCRIPTION_BYTES, DEFAULT_MAX_SUBSCRIPTIONS, DEFAULT_SNDHWM_BYTES,
+    NOTIFY_CONNECT, NOTIFY_DISCONNECT, RECONNECT_STOP_AFTER_DISCONNECT, RECONNECT_STOP_CONN_REFUSED,
+    RECONNECT_STOP_HANDSHAKE_FAILED,
 };
 pub use proxy::{Proxy, ProxyControl, proxy};
 pub use socket::{Security, Socket};

@@ -24,6 +24,19 @@ pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 250_000;
 /// Default most subscription bytes per peer on a PUB/XPUB: 16 MiB.
 pub const DEFAULT_MAX_SUBSCRIPTION_BYTES: usize = 16 << 20;
 
+/// ZMQ_NOTIFY_CONNECT, for [`Socket::set_router_notify`](crate::Socket::set_router_notify).
+pub const NOTIFY_CONNECT: u8 = 1;
+/// ZMQ_NOTIFY_DISCONNECT, for [`Socket::set_router_notify`](crate::Socket::set_router_notify).
+pub const NOTIFY_DISCONNECT: u8 = 2;
+/// ZMQ_RECONNECT_STOP_CONN_REFUSED: a connect refused by the peer's host is not retried.
+pub const RECONNECT_STOP_CONN_REFUSED: u8 = 1;
+/// ZMQ_RECONNECT_STOP_HANDSHAKE_FAILED: a connection that drops or times out during the handshake
+/// is not remade.
+pub const RECONNECT_STOP_HANDSHAKE_FAILED: u8 = 2;
+/// ZMQ_RECONNECT_STOP_AFTER_DISCONNECT: once `disconnect` was called on the socket, a refused
+/// connect is not retried.
+pub const RECONNECT_STOP_AFTER_DISCONNECT: u8 = 4;
+
 /// Options a socket applies to new connections (like libzmq, changing HWMs does not resize the queues
 /// of connections that already exist).
 #[derive(Clone)]
@@ -84,6 +97,19 @@ pub(crate) struct Options {
     /// ZMQ_STREAM_NOTIFY: a STREAM tells its application of each connection and disconnection with an
     /// empty message. Default on.
     pub stream_notify: bool,
+    /// ZMQ_ROUTER_NOTIFY: bit 1, `[id, ""]` when a peer's handshake completes; bit 2, when it ends.
+    pub router_notify: u8,
+    /// ZMQ_HELLO_MSG: sent to every peer first, on each (re)connection (ROUTER, DEALER, CLIENT,
+    /// SERVER, PEER).
+    pub hello_msg: Option<Bytes>,
+    /// ZMQ_DISCONNECT_MSG: received when a peer we accepted goes (ROUTER, SERVER, PEER).
+    pub disconnect_msg: Option<Bytes>,
+    /// ZMQ_HICCUP_MSG: received when a connection we made drops (DEALER, CLIENT, PEER).
+    pub hiccup_msg: Option<Bytes>,
+    /// ZMQ_RECONNECT_STOP: the `RECONNECT_STOP_*` bits that end a connect's retries.
+    pub reconnect_stop: u8,
+    /// ZMQ_XSUB_VERBOSE_UNSUBSCRIBE: an XSUB sends every unsubscribe upstream, not only the last.
+    pub xsub_verbose_unsubscribe: bool,
     /// ZMQ_CONNECT_ROUTING_ID: the routing id a ROUTER gives the peer of its next `connect`.
     pub connect_routing_id: Option<Bytes>,
     /// ZMQ_TCP_KEEPALIVE: `None` = OS default (-1), else on/off.
@@ -154,6 +180,12 @@ impl Default for Options {
             xpub_verboser: false,
             xpub_welcome_msg: None,
             stream_notify: true,
+            router_notify: 0,
+            hello_msg: None,
+            disconnect_msg: None,
+            hiccup_msg: None,
+            reconnect_stop: 0,
+            xsub_verbose_unsubscribe: false,
             connect_routing_id: None,
             tcp_keepalive: None,
             tcp_keepalive_idle: None,

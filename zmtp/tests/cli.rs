@@ -340,9 +340,12 @@ fn errors_are_readable_with_nonzero_exit_codes() {
         .assert_code(2, "bad endpoint")
         .assert_stderr_has("invalid endpoint \"tcp://localhost\"")
         .assert_stderr_has("tcp://HOST:PORT");
-    run(&["push", "--connect", "udp://127.0.0.1:5555", "x"])
+    run(&["push", "--connect", "pgm://127.0.0.1:5555", "x"])
         .assert_code(2, "unknown transport")
         .assert_stderr_has("unsupported transport");
+    run(&["push", "--connect", "udp://127.0.0.1:5555", "x"])
+        .assert_code(2, "a transport the type cannot use")
+        .assert_stderr_has("a DISH's bind and a RADIO's connect");
     run(&["push", "--connect", "tcp://*:5555", "x"]).assert_code(2, "connect to *").assert_stderr_has("only --bind");
     run(&["sub", "--connect", "tcp://127.0.0.1:5555", "hello"])
         .assert_code(2, "send on a SUB")
@@ -357,7 +360,7 @@ fn errors_are_readable_with_nonzero_exit_codes() {
         .assert_code(2, "router message without id")
         .assert_stderr_has("routing id");
     run(&["pull"]).assert_code(2, "no endpoint").assert_stderr_has("--bind ENDPOINT");
-    run(&["stream", "--bind", "tcp://127.0.0.1:*"]).assert_code(2, "unknown socket type");
+    run(&["dgram", "--bind", "tcp://127.0.0.1:*"]).assert_code(2, "unknown socket type");
     run(&["proxy", "--frontend", "xsub:tcp://127.0.0.1:*", "--backend", "xpub:bind:tcp://127.0.0.1:*"])
         .assert_code(2, "proxy spec without bind/connect")
         .assert_stderr_has("bind:");

@@ -203,6 +203,14 @@ impl Zmtp {
                         "router_handover" => socket.set_router_handover(on),
                         "immediate" => socket.set_immediate(on),
                         "routing_id" => socket.set_routing_id(frame(value)).unwrap(),
+                        "router_notify" => socket.set_router_notify(value.parse().unwrap()).unwrap(),
+                        "reconnect_stop" => socket.set_reconnect_stop(value.parse().unwrap()),
+                        "hello_msg" => socket.set_hello_msg(Some(frame(value))),
+                        "disconnect_msg" => socket.set_disconnect_msg(Some(frame(value))),
+                        "hiccup_msg" => socket.set_hiccup_msg(Some(frame(value))),
+                        "xsub_verbose_unsubscribe" => socket.set_xsub_verbose_unsubscribe(on),
+                        "invert_matching" => socket.set_invert_matching(on),
+                        "xpub_verboser" => socket.set_xpub_verboser(on),
                         other => panic!("unknown option {other}"),
                     }
                 }
@@ -246,6 +254,10 @@ impl Zmtp {
             "unbind" => done(socket.unbind(w[2]).await),
             "sub" => done(socket.subscribe(frame(w[2]))),
             "unsub" => done(socket.unsubscribe(frame(w[2]))),
+            "topics" => match socket.topics_count() {
+                Ok(n) => format!("ok {n}"),
+                Err(e) => format!("err {}", kind(&e)),
+            },
             "join" => done(socket.join(frame(w[2]))),
             "leave" => done(socket.leave(frame(w[2]))),
             "connectpeer" => match socket.connect_peer(w[2]).await {

@@ -34,6 +34,8 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn monitors(&self) -> &Monitors;
     /// Cancelled when the socket starts closing.
     fn closing(&self) -> &CancellationToken;
+    /// Whether `disconnect` was ever called on the socket (RECONNECT_STOP_AFTER_DISCONNECT).
+    fn has_disconnected(&self) -> bool;
     /// Whether a connect-side slot still exists (the socket may drop one: a STREAM's own close).
     fn slot_alive(&self, slot: PeerId) -> bool;
     /// Whether a connect-side slot still has messages to deliver (a handshake then outlives close).

@@ -43,6 +43,12 @@ pub(crate) struct ConnectionInfo<'a> {
     pub peer_addr: &'a str,
 }
 
+/// How a connection ended: its error, if any, and whether its handshake had completed.
+pub(crate) struct Ended {
+    pub result: Result<(), Arc<ConnectionError>>,
+    pub handshaken: bool,
+}
+
 /// Runs one connection to its end, reporting it to the socket's monitors. `slot` is the connect-side
 /// peer to attach to (kept across reconnects); bind-side connections create their peer on attach.
 pub(crate) async fn run<H: Host, C: Conn>(
@@ -51,7 +57,7 @@ pub(crate) async fn run<H: Host, C: Conn>(
     conn: C,
     kill: CancellationToken,
     info: ConnectionInfo<'_>,
-) -> Result<(), Arc<ConnectionError>> {
+) -> Ended {
     run_with(core, slot, conn, None, kill, info).await
 }
 
@@ -63,7 +69,7 @@ pub(crate) async fn run_inproc<H: Host>(
     conn: InprocConn,
     kill: CancellationToken,
     info: ConnectionInfo<'_>,
-) -> Result<(), Arc<ConnectionError>> {
+) -> Ended {
     run_with(core, slot, AnyStream::Inproc(conn.stream), conn.rendezvous, kill, info).await
 }
 
@@ -74,7 +80,7 @@ async fn run_with<H: Host, C: Conn>(
     rendezvous: Option<Rendezvous>,
     kill: CancellationToken,
     info: ConnectionInfo<'_>,
-) -> Result<(), Arc<ConnectionError>> {
+) -> Ended {
     let mut handshaken = false;
     let result = if core.socket_type() == crate::wire::SocketType::Stream {
         handshaken = true;
@@ -89,7 +95,7 @@ async fn run_with<H: Host, C: Conn>(
             true => MonitorEvent::Disconnected { endpoint, peer, error },
         });
     }
-    result
+    Ended { result, handshaken }
 }
 
 /// A handshake in progress gives up when the socket closes, unless it is a connect-side peer that

@@ -101,6 +101,16 @@ impl OutPipe {
         Ok(())
     }
 
+    /// Puts a message ahead of everything queued, HWM or not (HELLO_MSG: a peer hears it first,
+    /// before what was queued while it was away).
+    pub fn push_first(&self, msg: Message) {
+        let mut s = self.lock();
+        s.messages += 1;
+        s.bytes += cost(&msg);
+        s.queue.push_front(Outbound::Message(msg));
+        self.wake_writer(s);
+    }
+
     /// Queues a command; never refused (a PONG while another one waits is dropped: the peer hears
     /// one, and this queue cannot grow with PINGs).
     pub fn push_command(&self, item: Outbound) {

@@ -71,6 +71,8 @@ pub(crate) struct Core {
     pub closed: std::sync::atomic::AtomicBool,
     /// Boolean options the send path reads, kept out of the options lock.
     pub hot: HotOptions,
+    /// `disconnect` was called (RECONNECT_STOP_AFTER_DISCONNECT).
+    pub disconnected: std::sync::atomic::AtomicBool,
 }
 
 impl Core {
@@ -91,6 +93,7 @@ impl Core {
             monitors: Default::default(),
             closed: Default::default(),
             hot: HotOptions::default(),
+            disconnected: Default::default(),
         })
     }
 
@@ -169,6 +172,9 @@ impl Core {
             self.inbox.push_unbounded(id, Message::single(Bytes::new()));
         }
         pattern.attached(peers, id, routing_id, &options);
+        if let Some(hello) = options.hello_msg.clone().filter(|_| self.socket_type.sends_hello_msg()) {
+            out.push_first(Message::single(hello));
+        }
         drop(state);
         self.space.wake();
         Ok(Attached { peer: id, out, kill })
@@ -198,8 +204,12 @@ impl Core {
         let Some(peer) = state.peers.map.get(&id) else {
             return;
         };
-        let keep = keep && peer.persistent && !state.closed;
+        let persistent = peer.persistent;
+        let keep = keep && persistent && !state.closed;
         self.leave(&mut state, id, !keep, &options);
+        if !state.closed {
+            self.tell_end(persistent, keep, id, &options);
+        }
         if keep {
             let peer = state.peers.map.get_mut(&id).expect("present");
             peer.connected = false;
@@ -215,6 +225,19 @@ impl Core {
         state.pattern.detached(id, removed, options, &mut notices);
         for (from, notice) in notices {
             self.inbox.push_unbounded(from, notice);
+        }
+    }
+
+    /// DISCONNECT_MSG for a peer we accepted, HICCUP_MSG for a connection we made that will be
+    /// remade: what the application hears of a connection's end (after ROUTER_NOTIFY's notice).
+    fn tell_end(&self, persistent: bool, keep: bool, id: PeerId, options: &Options) {
+        let said = match (persistent, keep) {
+            (false, _) if self.socket_type.receives_disconnect_msg() => options.disconnect_msg.clone(),
+            (true, true) if self.socket_type.receives_hiccup_msg() => options.hiccup_msg.clone(),
+            _ => None,
+        };
+        if let Some(said) = said {
+            self.inbox.push_unbounded(id, Message::single(said));
         }
     }
 
@@ -287,7 +310,8 @@ impl Core {
     pub fn local_subscription(&self, topic: &[u8], subscribe: bool) -> Result<()> {
         let mut state = self.state();
         let State { peers, pattern, .. } = &mut *state;
-        pattern.local_subscription(peers, topic, subscribe)?;
+        let options = self.options_snapshot();
+        pattern.local_subscription(peers, topic, subscribe, &options)?;
         self.inbox.filter_update(topic, subscribe);
         Ok(())
     }
@@ -316,6 +340,8 @@ impl Core {
         if self.socket_type == SocketType::Req {
             let o = self.options();
             (flags.req_relaxed, flags.req_correlate) = (o.req_relaxed, o.req_correlate);
+        } else if self.socket_type == SocketType::XSub {
+            flags.xsub_verbose_unsubscribe = self.options().xsub_verbose_unsubscribe;
         }
         flags
     }
@@ -356,10 +382,19 @@ impl Core {
     }
 
     /// ROUTER: the routing ids of connected peers.
+    /// Whether a connect-side peer is still the socket's (it goes when its connect gives up).
+    pub fn slot_exists(&self, slot: PeerId) -> bool {
+        self.state().peers.map.contains_key(&slot)
+    }
+
     /// The routing id reserved for a connect-side peer (PEER, SERVER).
     pub fn slot_routing_id(&self, slot: PeerId) -> Option<u32> {
         let state = self.state();
         state.peers.map.get(&slot)?.assigned_routing_id.as_ref().map(|rid| addressed::routing_id_of(rid))
+    }
+
+    pub fn topics_count(&self) -> Option<usize> {
+        self.state().pattern.topics_count()
     }
 
     pub fn routing_ids(&self) -> Vec<Bytes> {
@@ -408,8 +443,11 @@ impl Host for Core {
     fn slot_has_pending(&self, slot: PeerId) -> bool {
         Core::slot_has_pending(self, slot)
     }
+    fn has_disconnected(&self) -> bool {
+        self.disconnected.load(Ordering::Relaxed)
+    }
     fn slot_alive(&self, slot: PeerId) -> bool {
-        self.state().peers.map.contains_key(&slot)
+        self.slot_exists(slot)
     }
     fn attach(
         &self,

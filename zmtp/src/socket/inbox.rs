@@ -41,6 +41,8 @@ struct State {
     ready: VecDeque<PeerId>,
     /// SUB's local prefix filter (libzmq filters on receipt too).
     filter: Option<Subscriptions>,
+    /// INVERT_MATCHING: SUB keeps what its filter does *not* match.
+    invert: bool,
 }
 
 /// A received message with the peer it came from.
@@ -175,7 +177,7 @@ impl Inbox {
     /// when asked for (ROUTER): cloning it costs an atomic increment per message.
     pub fn pop(&self, with_routing_id: bool) -> Option<Received> {
         let mut guard = self.lock();
-        let State { queues, ready, filter } = &mut *guard;
+        let State { queues, ready, filter, invert } = &mut *guard;
         while let Some(peer) = ready.pop_front() {
             let Some(q) = queues.get_mut(&peer) else {
                 continue;
@@ -198,7 +200,9 @@ impl Inbox {
                 queues.remove(&peer);
             }
             // SUB filters on receipt, as libzmq does: an unsubscribe also drops what is already queued.
-            let wanted = filter.as_ref().is_none_or(|f| f.matches(message.first().map(|f| &f[..]).unwrap_or_default()));
+            let wanted = filter
+                .as_ref()
+                .is_none_or(|f| f.matches(message.first().map(|f| &f[..]).unwrap_or_default()) != *invert);
             if wanted {
                 return Some(Received { peer, routing_id, message });
             }
@@ -217,6 +221,11 @@ impl Inbox {
         if let Some(q) = self.lock().queues.get_mut(&peer) {
             q.routing_id = routing_id;
         }
+    }
+
+    /// INVERT_MATCHING for SUB's filter.
+    pub fn set_invert(&self, invert: bool) {
+        self.lock().invert = invert;
     }
 
     /// Updates SUB's local filter.

@@ -200,8 +200,16 @@ impl Socket {
     }
 
     /// Drops a connection made by [`connect`](Self::connect), with its queued messages.
+    ///
+    /// A connect that gave up for good (a protocol error, or ZMQ_RECONNECT_STOP) is no longer an
+    /// endpoint of the socket: [`Error::EndpointNotFound`], as in libzmq.
     pub async fn disconnect(&self, endpoint: &str) -> Result<()> {
-        self.take_endpoint(endpoint)?.terminate(&self.inner.core).await;
+        let handle = self.take_endpoint(endpoint)?;
+        if handle.slot().is_some_and(|slot| !self.inner.core.slot_exists(slot)) {
+            return Err(Error::EndpointNotFound(endpoint.to_owned()));
+        }
+        self.inner.core.disconnected.store(true, std::sync::atomic::Ordering::Relaxed);
+        handle.terminate(&self.inner.core).await;
         Ok(())
     }
 
@@ -500,6 +508,91 @@ impl Socket {
     option!(
         /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard. Default off.
         ipv6, set_ipv6, ipv6: bool);
+    /// ZMQ_ROUTER_NOTIFY (ROUTER): the application receives `[routing id, ""]` when a peer's
+    /// handshake completes ([`NOTIFY_CONNECT`](crate::NOTIFY_CONNECT)) and when its connection ends
+    /// ([`NOTIFY_DISCONNECT`](crate::NOTIFY_DISCONNECT)); both: `NOTIFY_CONNECT | NOTIFY_DISCONNECT`.
+    /// Default 0. Unlike libzmq, inproc peers are announced too.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use zmtp::{Socket, SocketType, NOTIFY_CONNECT, NOTIFY_DISCONNECT};
+    /// let router = Socket::new(SocketType::Router);
+    /// router.set_router_notify(NOTIFY_CONNECT | NOTIFY_DISCONNECT)?;
+    /// let endpoint = router.bind("tcp://127.0.0.1:*").await?;
+    /// let dealer = Socket::new(SocketType::Dealer);
+    /// dealer.set_routing_id("worker-1")?;
+    /// dealer.connect(&endpoint).await?;
+    /// let hello = router.recv().await?;
+    /// assert_eq!((&hello[0][..], hello[1].is_empty()), (&b"worker-1"[..], true));
+    /// dealer.close().await;
+    /// let bye = router.recv().await?;
+    /// assert_eq!((&bye[0][..], bye[1].is_empty()), (&b"worker-1"[..], true));
+    /// # Ok(()) }
+    /// ```
+    pub fn set_router_notify(&self, bits: u8) -> Result<()> {
+        if bits > (crate::NOTIFY_CONNECT | crate::NOTIFY_DISCONNECT) {
+            return Err(Error::InvalidOption("ROUTER_NOTIFY takes NOTIFY_CONNECT and NOTIFY_DISCONNECT bits"));
+        }
+        if self.socket_type() != SocketType::Router {
+            return Err(Error::NotSupported(self.socket_type()));
+        }
+        self.inner.core.options().router_notify = bits;
+        Ok(())
+    }
+
+    /// Current value of the option set by [`Socket::set_router_notify`].
+    pub fn router_notify(&self) -> u8 {
+        self.inner.core.options().router_notify
+    }
+
+    option!(
+        /// ZMQ_HELLO_MSG: a message sent to each peer before anything else, on every connection
+        /// and reconnection (ROUTER, DEALER, CLIENT, SERVER, PEER; a single frame, no envelope).
+        /// `None` (the default) sends none.
+        hello_msg, set_hello_msg, hello_msg: Option<Bytes>);
+    option!(
+        /// ZMQ_DISCONNECT_MSG: a message the application receives, as if the peer had sent it, when
+        /// a peer this socket accepted disconnects (ROUTER, SERVER, PEER). Default none.
+        disconnect_msg, set_disconnect_msg, disconnect_msg: Option<Bytes>);
+    option!(
+        /// ZMQ_HICCUP_MSG: a message the application receives, as if the peer had sent it, when a
+        /// connection this socket made drops and is to be remade (DEALER, CLIENT, PEER). Default none.
+        hiccup_msg, set_hiccup_msg, hiccup_msg: Option<Bytes>);
+    option!(
+        /// ZMQ_RECONNECT_STOP: the cases in which a `connect` stops retrying, as bits:
+        /// [`RECONNECT_STOP_CONN_REFUSED`](crate::RECONNECT_STOP_CONN_REFUSED) (the peer's host
+        /// refused the connection), [`RECONNECT_STOP_HANDSHAKE_FAILED`](crate::RECONNECT_STOP_HANDSHAKE_FAILED)
+        /// (the connection ended or timed out before its handshake completed),
+        /// [`RECONNECT_STOP_AFTER_DISCONNECT`](crate::RECONNECT_STOP_AFTER_DISCONNECT) (refused, once
+        /// `disconnect` was called on this socket; libzmq 4.3.5 applies this one to ipc only).
+        /// A stopped connect drops what was queued for it and the monitor reports `Closed`. Default 0.
+        reconnect_stop, set_reconnect_stop, reconnect_stop: u8);
+    option!(
+        /// ZMQ_XSUB_VERBOSE_UNSUBSCRIBE (XSUB): send every unsubscribe upstream, not only the one
+        /// that drops a topic's last reference. Default off.
+        xsub_verbose_unsubscribe, set_xsub_verbose_unsubscribe, xsub_verbose_unsubscribe: bool);
+
+    /// ZMQ_INVERT_MATCHING: a PUB/XPUB sends each message to the subscribers whose subscriptions do
+    /// *not* match it, and a SUB keeps the messages its subscriptions do not match (libzmq's rule:
+    /// a publisher and its subscribers should agree on it). Default off.
+    pub fn set_invert_matching(&self, invert: bool) {
+        self.inner.core.hot.invert_matching.store(invert, std::sync::atomic::Ordering::Relaxed);
+        self.inner.core.inbox.set_invert(invert);
+    }
+
+    /// Current value of the option set by [`Socket::set_invert_matching`].
+    pub fn invert_matching(&self) -> bool {
+        self.inner.core.hot.invert_matching.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// ZMQ_TOPICS_COUNT: how many subscriptions the socket holds — a PUB/XPUB the distinct prefixes
+    /// its subscribers want, a SUB/XSUB its own distinct ones. [`Error::NotSupported`] for other
+    /// types. (libzmq 4.3.5 does not lower a PUB's count when a subscriber disconnects; this does.)
+    pub fn topics_count(&self) -> Result<usize> {
+        self.inner.core.topics_count().ok_or(Error::NotSupported(self.socket_type()))
+    }
+
     option!(
         /// ZMQ_STREAM_NOTIFY (STREAM): receive `[routing id, ""]` when a connection is made and when
         /// it ends. Default on.

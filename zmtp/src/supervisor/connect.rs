@@ -1,6 +1,7 @@
 //! `connect`: a task that connects to an endpoint for a connect-side slot, runs the connection,
 //! and reconnects after it ends — with [`Backoff`] — until `disconnect`, the socket's close (once
-//! nothing is left to deliver), LINGER, or a protocol error (after which libzmq gives up too).
+//! nothing is left to deliver), LINGER, a protocol error (after which libzmq gives up too), or what
+//! ZMQ_RECONNECT_STOP names: a refused connect, a handshake cut short, a refusal after `disconnect`.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use super::run::{log_end, run_connection};
 use crate::engine::Host;
 use crate::link::peer_id::PeerId;
 use crate::monitor::MonitorEvent;
+use crate::options::{RECONNECT_STOP_AFTER_DISCONNECT, RECONNECT_STOP_CONN_REFUSED, RECONNECT_STOP_HANDSHAKE_FAILED};
 use crate::transport::{self, Endpoint};
 
 /// Starts connecting `slot` to `ep` in the background. `accepting` stops reconnecting (close,
@@ -42,12 +44,19 @@ pub(crate) fn connect<H: Host>(
                 Ok((conn, peer)) => {
                     host.monitors().emit(|| MonitorEvent::Connected { endpoint: endpoint.clone(), peer: peer.clone() });
                     let kill = connections.child_token();
-                    let result = run_connection(&host, Some(slot), conn, kill, &endpoint, &peer).await;
-                    log_end(&endpoint, &peer, &result);
-                    match result {
+                    let ended = run_connection(&host, Some(slot), conn, kill, &endpoint, &peer).await;
+                    log_end(&endpoint, &peer, &ended.result);
+                    let stop = host.options_snapshot().reconnect_stop;
+                    match ended.result {
                         Err(e) if e.is_protocol() => {
                             // libzmq does not reconnect after a protocol error; the slot is gone.
                             host.remove_slot(slot);
+                            return;
+                        }
+                        // RECONNECT_STOP_HANDSHAKE_FAILED: a handshake the peer cut short or that
+                        // timed out ends the connect (libzmq makes it a protocol error).
+                        Err(_) if !ended.handshaken && stop & RECONNECT_STOP_HANDSHAKE_FAILED != 0 => {
+                            give_up(&*host, slot, &endpoint);
                             return;
                         }
                         _ if accepting.is_cancelled() && !host.slot_has_pending(slot) => break,
@@ -56,7 +65,18 @@ pub(crate) fn connect<H: Host>(
                         _ => backoff.reset(),
                     }
                 }
-                Err(e) => tracing::debug!(%endpoint, error = %e, "connect failed"),
+                Err(e) => {
+                    tracing::debug!(%endpoint, error = %e, "connect failed");
+                    let stop = host.options_snapshot().reconnect_stop;
+                    let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
+                    if refused
+                        && (stop & RECONNECT_STOP_CONN_REFUSED != 0
+                            || (stop & RECONNECT_STOP_AFTER_DISCONNECT != 0 && host.has_disconnected()))
+                    {
+                        give_up(&*host, slot, &endpoint);
+                        return;
+                    }
+                }
             }
             let options = host.options_snapshot();
             let Some(wait) = backoff.next(options.reconnect_ivl, options.reconnect_ivl_max) else { break };
@@ -67,6 +87,13 @@ pub(crate) fn connect<H: Host>(
             }
         }
     });
+}
+
+/// RECONNECT_STOP: the connect ends for good, with what was queued for it (libzmq's path is
+/// `zmq_disconnect`'s), and the monitor hears `Closed` rather than `ConnectRetried`.
+fn give_up<H: Host>(host: &H, slot: PeerId, endpoint: &str) {
+    host.remove_slot(slot);
+    host.monitors().emit(|| MonitorEvent::Closed { endpoint: endpoint.to_owned() });
 }
 
 /// Resolves when a connect loop should stop: `disconnect`, LINGER expiry, or the socket closing with

@@ -52,8 +52,8 @@ async fn accept_loop<H: Host>(
                 let kill = connections.child_token();
                 let endpoint = endpoint.clone();
                 tokio::spawn(async move {
-                    let result = run_connection(&host, None, conn, kill, &endpoint, &peer).await;
-                    log_end(&endpoint, &peer, &result);
+                    let ended = run_connection(&host, None, conn, kill, &endpoint, &peer).await;
+                    log_end(&endpoint, &peer, &ended.result);
                 });
             }
             Err(e) => {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{self, ConnectionInfo, Host};
+use crate::engine::{self, ConnectionInfo, Ended, Host};
 use crate::error::ConnectionError;
 use crate::link::peer_id::PeerId;
 use crate::transport::{self, AnyStream, Connection};
@@ -17,7 +17,7 @@ pub(super) async fn run_connection<H: Host>(
     kill: CancellationToken,
     endpoint: &str,
     peer: &str,
-) -> Result<(), Arc<ConnectionError>> {
+) -> Ended {
     let _live = host.live().started();
     let info = ConnectionInfo { endpoint, peer_addr: peer };
     match conn {

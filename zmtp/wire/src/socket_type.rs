@@ -118,6 +118,27 @@ impl SocketType {
         matches!(self, Server | Client | Radio | Dish | Gather | Scatter | Peer | Channel)
     }
 
+    /// Whether this type sends ZMQ_HELLO_MSG to its peers (libzmq: ROUTER, DEALER, CLIENT, SERVER,
+    /// PEER).
+    pub fn sends_hello_msg(self) -> bool {
+        use SocketType::*;
+        matches!(self, Router | Dealer | Client | Server | Peer)
+    }
+
+    /// Whether this type receives ZMQ_DISCONNECT_MSG when a peer it accepted goes (libzmq: ROUTER,
+    /// SERVER, PEER).
+    pub fn receives_disconnect_msg(self) -> bool {
+        use SocketType::*;
+        matches!(self, Router | Server | Peer)
+    }
+
+    /// Whether this type receives ZMQ_HICCUP_MSG when a connection it made drops (libzmq: DEALER,
+    /// CLIENT, PEER).
+    pub fn receives_hiccup_msg(self) -> bool {
+        use SocketType::*;
+        matches!(self, Dealer | Client | Peer)
+    }
+
     /// Whether READY from this type carries `Identity` (libzmq: REQ, DEALER, ROUTER).
     pub fn sends_identity(self) -> bool {
         matches!(self, SocketType::Req | SocketType::Dealer | SocketType::Router)

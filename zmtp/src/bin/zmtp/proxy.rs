@@ -77,7 +77,7 @@ mod tests {
         let spec: SocketSpec = "dealer:connect:ipc:///tmp/x".parse().unwrap();
         assert_eq!((spec.direction, spec.endpoint.as_str()), (Direction::Connect, "ipc:///tmp/x"));
         assert!("xsub:tcp://*:1".parse::<SocketSpec>().unwrap_err().contains("missing 'bind:'"));
-        assert!("stream:bind:tcp://*:1".parse::<SocketSpec>().unwrap_err().contains("unknown socket type"));
+        assert!("dgram:bind:tcp://*:1".parse::<SocketSpec>().unwrap_err().contains("unknown socket type"));
         assert!("xsub".parse::<SocketSpec>().is_err());
     }
 }

@@ -145,7 +145,11 @@ pub async fn open(t: SocketType, args: &SocketArgs) -> Result<(Socket, ConnectWa
         } else {
             socket.connect(ep).await
         };
-        connected.map_err(|e| failed(format!("cannot connect to {ep:?}: {e}")))?;
+        connected.map_err(|e| match e {
+            // An argument combination, not a failure while running.
+            zmtp::Error::IncompatibleTransport(..) => usage(format!("cannot connect to {ep:?}: {e}")),
+            e => failed(format!("cannot connect to {ep:?}: {e}")),
+        })?;
     }
     match t {
         SocketType::Sub if args.subscribe.is_empty() => subscribe(&socket, "")?,
@@ -166,6 +170,9 @@ fn subscribe(socket: &Socket, prefix: &str) -> Result<(), CliError> {
 /// Binds, explaining the usual failures.
 pub async fn bind(socket: &Socket, endpoint: &str) -> Result<String, CliError> {
     socket.bind(endpoint).await.map_err(|e| {
+        if let zmtp::Error::IncompatibleTransport(..) = e {
+            return usage(format!("cannot bind to {endpoint:?}: {e}"));
+        }
         let why = match &e {
             zmtp::Error::Io(io) if io.kind() == ErrorKind::AddrInUse => {
                 "address already in use (is another program listening there?)".to_owned()

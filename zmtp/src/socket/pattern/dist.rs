@@ -33,6 +33,8 @@ pub(crate) struct Distributor {
     /// Numbers each send: a subscriber matched by several of its prefixes is sent a message once,
     /// marked with the send's number, instead of collecting and deduplicating a target list.
     send_stamp: u64,
+    /// Distinct prefixes in the trie.
+    topics: usize,
 }
 
 /// What a subscription change did to the trie.
@@ -79,6 +81,7 @@ impl Distributor {
         }
         s.topics.insert_once(topic);
         let (first, _) = self.mtrie.add(topic, id);
+        self.topics += first as usize;
         Ok(Some(if first { Change::First } else { Change::More }))
     }
 
@@ -92,7 +95,10 @@ impl Distributor {
     fn remove(&mut self, id: PeerId, topic: &[u8]) -> Change {
         match self.mtrie.remove(topic, id) {
             (false, _) => Change::Unknown,
-            (true, true) => Change::Last,
+            (true, true) => {
+                self.topics -= 1;
+                Change::Last
+            }
             (true, false) => Change::Fewer,
         }
     }
@@ -103,10 +109,39 @@ impl Distributor {
         s.topics.iter().map(|topic| (topic.clone(), self.remove(id, topic))).collect()
     }
 
-    /// Sends `msg` to every subscriber with a prefix of its first frame, once each.
-    pub fn publish(&mut self, msg: Message, nodrop: bool) -> TrySend {
+    /// Distinct prefixes some subscriber wants (ZMQ_TOPICS_COUNT).
+    pub fn topics(&self) -> usize {
+        self.topics
+    }
+
+    /// INVERT_MATCHING: sends `msg` to every subscriber with *no* prefix of its first frame.
+    fn publish_inverted(&mut self, msg: Message, nodrop: bool) -> TrySend {
         let topic = msg.first().expect("non-empty");
-        let Distributor { subscribers, mtrie, send_stamp } = self;
+        self.send_stamp += 1;
+        let stamp = self.send_stamp;
+        let Distributor { subscribers, mtrie, .. } = self;
+        mtrie.for_each_match(topic, |id| {
+            if let Some(s) = subscribers.get_mut(&id) {
+                s.sent_stamp = stamp; // matched: left out
+            }
+        });
+        let mut targets = subscribers.values().filter(|s| s.sent_stamp != stamp);
+        if nodrop && targets.clone().any(|s| !s.out.has_room()) {
+            return TrySend::Full(msg);
+        }
+        for s in targets.by_ref() {
+            let _ = s.out.try_push(msg.clone());
+        }
+        TrySend::Sent
+    }
+
+    /// Sends `msg` to every subscriber with a prefix of its first frame, once each.
+    pub fn publish(&mut self, msg: Message, nodrop: bool, invert: bool) -> TrySend {
+        if invert {
+            return self.publish_inverted(msg, nodrop);
+        }
+        let topic = msg.first().expect("non-empty");
+        let Distributor { subscribers, mtrie, send_stamp, .. } = self;
         if nodrop {
             let mut full = false;
             mtrie.for_each_match(topic, |id| {
@@ -162,6 +197,27 @@ mod tests {
     }
 
     #[test]
+    fn inverted_matching_sends_to_the_others_and_topics_are_counted() {
+        let mut d = Distributor::default();
+        let (a, b, c) = (pipe(10), pipe(10), pipe(10));
+        d.join(1, a.clone());
+        d.join(2, b.clone());
+        d.join(3, c.clone());
+        let none = Limits::default();
+        d.subscribe(1, b"A", none).unwrap();
+        d.subscribe(1, b"AB", none).unwrap();
+        d.subscribe(2, b"A", none).unwrap();
+        assert_eq!(d.topics(), 2, "A and AB");
+        assert!(matches!(d.publish(msg(&["AB1"]), false, true), TrySend::Sent));
+        assert!(matches!(d.publish(msg(&["C1"]), false, true), TrySend::Sent));
+        assert_eq!(taken(&a), [["C1"]]);
+        assert_eq!(taken(&b), [["C1"]]);
+        assert_eq!(taken(&c), [["AB1"], ["C1"]], "no subscription: matches nothing, so gets everything");
+        d.leave(1);
+        assert_eq!(d.topics(), 1, "AB went with its only subscriber (libzmq keeps counting it)");
+    }
+
+    #[test]
     fn each_matching_subscriber_once_and_a_full_one_loses_it() {
         let mut d = Distributor::default();
         let (a, b, c) = (pipe(10), pipe(1), pipe(10));
@@ -174,7 +230,7 @@ mod tests {
         d.subscribe(2, b"", none).unwrap();
         d.subscribe(3, b"sport", none).unwrap();
         for body in ["weather.paris 12C", "weather.oslo 3C"] {
-            assert!(matches!(d.publish(msg(&[body]), false), TrySend::Sent));
+            assert!(matches!(d.publish(msg(&[body]), false, false), TrySend::Sent));
         }
         assert_eq!(taken(&a), [["weather.paris 12C"], ["weather.oslo 3C"]]);
         assert_eq!(taken(&b), [["weather.paris 12C"]], "HWM 1: the second is dropped");
@@ -187,9 +243,9 @@ mod tests {
         let a = pipe(1);
         d.join(1, a.clone());
         d.subscribe(1, b"t", Limits::default()).unwrap();
-        assert!(matches!(d.publish(msg(&["t1"]), true), TrySend::Sent));
-        assert!(matches!(d.publish(msg(&["t2"]), true), TrySend::Full(_)));
-        assert!(matches!(d.publish(msg(&["other"]), true), TrySend::Sent), "no match: no wait");
+        assert!(matches!(d.publish(msg(&["t1"]), true, false), TrySend::Sent));
+        assert!(matches!(d.publish(msg(&["t2"]), true, false), TrySend::Full(_)));
+        assert!(matches!(d.publish(msg(&["other"]), true, false), TrySend::Sent), "no match: no wait");
         assert_eq!(taken(&a), [["t1"]]);
     }
 
@@ -208,7 +264,7 @@ mod tests {
         assert_eq!(d.leave(2), [(Bytes::from_static(b"a"), Change::Last)]);
         let p = pipe(10);
         d.join(3, p.clone());
-        d.publish(msg(&["a"]), false);
+        d.publish(msg(&["a"]), false, false);
         assert!(taken(&p).is_empty(), "nobody wants a any more");
     }
 

@@ -61,6 +61,8 @@ pub(crate) struct HotOptions {
     pub immediate: AtomicBool,
     pub xpub_nodrop: AtomicBool,
     pub router_mandatory: AtomicBool,
+    /// ZMQ_INVERT_MATCHING: PUB/XPUB send to the subscribers that do not match.
+    pub invert_matching: AtomicBool,
 }
 
 /// What a send reads of the options: each atomic only by the pattern that needs it (loading all
@@ -71,6 +73,7 @@ pub(crate) struct SendFlags<'a> {
     hot: &'a HotOptions,
     pub req_relaxed: bool,
     pub req_correlate: bool,
+    pub xsub_verbose_unsubscribe: bool,
 }
 
 /// All options off (tests build other flags from it).
@@ -78,6 +81,7 @@ static DEFAULT_HOT: HotOptions = HotOptions {
     immediate: AtomicBool::new(false),
     xpub_nodrop: AtomicBool::new(false),
     router_mandatory: AtomicBool::new(false),
+    invert_matching: AtomicBool::new(false),
 };
 
 impl Default for SendFlags<'static> {
@@ -88,7 +92,7 @@ impl Default for SendFlags<'static> {
 
 impl<'a> SendFlags<'a> {
     pub fn new(hot: &'a HotOptions) -> Self {
-        SendFlags { hot, req_relaxed: false, req_correlate: false }
+        SendFlags { hot, req_relaxed: false, req_correlate: false, xsub_verbose_unsubscribe: false }
     }
 
     /// IMMEDIATE: queue only for connected peers.
@@ -101,6 +105,12 @@ impl<'a> SendFlags<'a> {
     #[inline]
     pub fn router_mandatory(&self) -> bool {
         self.hot.router_mandatory.load(Ordering::Relaxed)
+    }
+
+    /// INVERT_MATCHING: publish to the subscribers that do not match.
+    #[inline]
+    pub fn invert_matching(&self) -> bool {
+        self.hot.invert_matching.load(Ordering::Relaxed)
     }
 
     /// XPUB_NODROP: wait while a matching subscriber is full.
@@ -193,7 +203,13 @@ pub(crate) trait Pattern: Send + Sync + fmt::Debug {
     }
 
     /// `subscribe()` / `unsubscribe()` by the application (SUB, XSUB).
-    fn local_subscription(&mut self, _peers: &Peers, _topic: &[u8], _subscribe: bool) -> Result<()> {
+    fn local_subscription(
+        &mut self,
+        _peers: &Peers,
+        _topic: &[u8],
+        _subscribe: bool,
+        _options: &Options,
+    ) -> Result<()> {
         Err(Error::NotSupported(self.socket_type()))
     }
 
@@ -220,6 +236,12 @@ pub(crate) trait Pattern: Send + Sync + fmt::Debug {
     /// `join()` / `leave()` by the application (DISH).
     fn local_group(&mut self, _peers: &Peers, _group: &[u8], _join: bool) -> Result<()> {
         Err(Error::NotSupported(self.socket_type()))
+    }
+
+    /// ZMQ_TOPICS_COUNT: the subscriptions this socket holds (PUB/XPUB: distinct prefixes its
+    /// subscribers want; SUB/XSUB: its own), or `None` for the other types.
+    fn topics_count(&self) -> Option<usize> {
+        None
     }
 
     /// ROUTER: the peer with this routing id.

@@ -78,11 +78,19 @@ impl Pattern for Router {
         probe(peers, id, options);
     }
 
-    fn detached(&mut self, id: PeerId, _: bool, _: &Options, _: &mut Vec<Notice>) {
+    fn notifies_connect(&self, options: &Options) -> bool {
+        options.router_notify & crate::options::NOTIFY_CONNECT != 0
+    }
+
+    /// ROUTER_NOTIFY's disconnect notice: `[id, ""]`, for a peer that had its route.
+    fn detached(&mut self, id: PeerId, _: bool, options: &Options, notices: &mut Vec<Notice>) {
         if let Some(rid) = self.names.remove(&id)
             && self.routes.get(&rid) == Some(&id)
         {
             self.routes.remove(&rid);
+            if options.router_notify & crate::options::NOTIFY_DISCONNECT != 0 {
+                notices.push((id, Message::single(Bytes::new())));
+            }
         }
     }
 

@@ -67,7 +67,7 @@ impl Pattern for Stream {
 
     fn detached(&mut self, id: PeerId, removed: bool, options: &Options, notices: &mut Vec<Notice>) {
         let was_connected = self.routes.routing_id_of(id).is_some();
-        self.routes.detached(id, removed, options, notices);
+        self.routes.detached(id, removed, &Options { router_notify: 0, ..options.clone() }, notices);
         let closed_here = self.closed_here.remove(&id);
         if removed {
             self.slot_ids.remove(&id);

@@ -50,7 +50,7 @@ impl Pattern for XPub {
 
     #[inline]
     fn send(&mut self, _: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
-        Ok(self.dist.publish(msg, flags.xpub_nodrop()))
+        Ok(self.dist.publish(msg, flags.xpub_nodrop(), flags.invert_matching()))
     }
 
     fn recv_rule(&self) -> RecvRule {
@@ -81,6 +81,10 @@ impl Pattern for XPub {
             }
         };
         Ok(if tell { self.notice(peer, topic, subscribe) } else { None })
+    }
+
+    fn topics_count(&self) -> Option<usize> {
+        Some(self.dist.topics())
     }
 
     fn socket_type(&self) -> SocketType {

@@ -37,6 +37,25 @@ fn as_subscription(msg: &Message) -> Option<(&[u8], bool)> {
     }
 }
 
+impl XSub {
+    /// Every subscribe goes upstream; an unsubscribe when it drops the last reference, or always
+    /// with XSUB_VERBOSE_UNSUBSCRIBE on an XSUB (even of a topic never subscribed, as libzmq).
+    fn change(&mut self, peers: &Peers, topic: &[u8], subscribe: bool, verbose_unsubscribe: bool) {
+        let forward = if subscribe {
+            self.subscriptions.add(topic);
+            true
+        } else {
+            self.subscriptions.remove(topic) || (self.extended && verbose_unsubscribe)
+        };
+        if forward {
+            let topic = Bytes::copy_from_slice(topic);
+            for p in peers.map.values().filter(|p| p.connected) {
+                p.out.push_command(Outbound::Subscribe(topic.clone(), subscribe));
+            }
+        }
+    }
+}
+
 impl Pattern for XSub {
     fn attached(&mut self, peers: &Peers, id: PeerId, _: Option<Bytes>, _: &Options) {
         if let Some(p) = peers.map.get(&id) {
@@ -46,31 +65,24 @@ impl Pattern for XSub {
         }
     }
 
-    fn send(&mut self, peers: &mut Peers, msg: Message, _: &SendFlags<'_>) -> Result<TrySend> {
+    fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
         if !self.extended {
             return Err(Error::NotSupported(SocketType::Sub));
         }
         if let Some((topic, subscribe)) = as_subscription(&msg) {
-            self.local_subscription(peers, topic, subscribe)?;
+            self.change(peers, topic, subscribe, flags.xsub_verbose_unsubscribe);
             return Ok(TrySend::Sent);
         }
         Ok(dist::to_all(peers, msg))
     }
 
-    fn local_subscription(&mut self, peers: &Peers, topic: &[u8], subscribe: bool) -> Result<()> {
-        let forward = if subscribe {
-            self.subscriptions.add(topic);
-            true
-        } else {
-            self.subscriptions.remove(topic)
-        };
-        if forward {
-            let topic = Bytes::copy_from_slice(topic);
-            for p in peers.map.values().filter(|p| p.connected) {
-                p.out.push_command(Outbound::Subscribe(topic.clone(), subscribe));
-            }
-        }
+    fn local_subscription(&mut self, peers: &Peers, topic: &[u8], subscribe: bool, options: &Options) -> Result<()> {
+        self.change(peers, topic, subscribe, options.xsub_verbose_unsubscribe);
         Ok(())
+    }
+
+    fn topics_count(&self) -> Option<usize> {
+        Some(self.subscriptions.len())
     }
 
     fn socket_type(&self) -> SocketType {
@@ -87,13 +99,13 @@ mod tests {
     fn subscriptions_are_refcounted_and_replayed_to_a_new_publisher() {
         let (mut x, mut s) = (XSub::new(false), Peers::default());
         let a = add_peer(&mut x, &mut s, 1, "", 10);
-        x.local_subscription(&s, b"t", true).unwrap();
-        x.local_subscription(&s, b"t", true).unwrap();
-        x.local_subscription(&s, b"t", false).unwrap();
+        x.local_subscription(&s, b"t", true, &Options::default()).unwrap();
+        x.local_subscription(&s, b"t", true, &Options::default()).unwrap();
+        x.local_subscription(&s, b"t", false, &Options::default()).unwrap();
         assert_eq!(taken(&s, a), [["SUBSCRIBE", "t"], ["SUBSCRIBE", "t"]], "one reference left: no cancel");
         let b = add_peer(&mut x, &mut s, 2, "", 10);
         assert_eq!(taken(&s, b), [["SUBSCRIBE", "t"]]);
-        x.local_subscription(&s, b"t", false).unwrap();
+        x.local_subscription(&s, b"t", false, &Options::default()).unwrap();
         assert_eq!(taken(&s, a), [["CANCEL", "t"]]);
         assert!(matches!(x.send(&mut s, msg(&["m"]), &SendFlags::default()), Err(Error::NotSupported(_))));
     }
