@@ -122,6 +122,8 @@ BOOL_OPTIONS = {
     "xpub_verboser": zmq.XPUB_VERBOSER,
     "invert_matching": zmq.INVERT_MATCHING,
     "xsub_verbose_unsubscribe": 115,
+    "xpub_manual": zmq.XPUB_MANUAL,
+    "xpub_manual_last_value": 98,
 }
 
 DRAFT = {number for name, number in TYPES.items() if number >= 12}

@@ -498,6 +498,71 @@ const INVERT_AND_TOPICS: Script = &[
     "recvwait s 100",
 ];
 
+/// XPUB_MANUAL_LAST_VALUE: the application subscribes each newcomer itself, and the send after a
+/// newcomer's notice goes to it alone; a subscriber that goes is told up topic by topic.
+const XPUB_MANUAL_LAST_VALUE: Script = &[
+    "new p XPUB xpub_manual_last_value=1",
+    "new s1 SUB",
+    "new s2 SUB",
+    "bind p",
+    "connect s1 $p",
+    "handshakes p 1 5000",
+    "connect s2 $p",
+    "handshakes p 2 5000",
+    "handshakes s1 1 5000",
+    "handshakes s2 1 5000",
+    "sub s1 'T'",
+    "recvwait p 5000",
+    "sub p 'T'",
+    "topics p",
+    "sub s2 'T'",
+    "recvwait p 5000",
+    "sub p 'T'",
+    "send p 'T1'",
+    "send p 'T2'",
+    "recvwait s1 5000",
+    "recvwait s2 5000",
+    "recvwait s2 5000",
+    "recvwait s1 100",
+    "sub s1 'U'",
+    "recvwait p 5000",
+    "send p 'U1'",
+    "send p 'T3'",
+    "recvwait s1 5000",
+    "recvwait s2 5000",
+    "close s1",
+    "recvwait p 5000",
+    "recvwait p 5000",
+];
+
+/// XPUB_MANUAL alone: nothing reaches a subscriber the application has not subscribed.
+const XPUB_MANUAL: Script = &[
+    "new p XPUB xpub_manual=1",
+    "new s SUB",
+    "bind p",
+    "connect s $p",
+    "handshakes p 1 5000",
+    "handshakes s 1 5000",
+    "sub s 'A'",
+    "recvwait p 5000",
+    "topics p",
+    "send p 'A1'",
+    "sub p 'B'",
+    "sub s 'B'",
+    "recvwait p 5000",
+    "send p 'B1'",
+    "recvwait s 5000",
+    "unsub p 'B'",
+    "send p 'B2'",
+    "recvwait s 100",
+];
+
+#[tokio::test]
+async fn xpub_manual() {
+    bounded(check("XPUB_MANUAL", XPUB_MANUAL)).await;
+    bounded(check("XPUB_MANUAL_LAST_VALUE", XPUB_MANUAL_LAST_VALUE)).await;
+}
+
 #[tokio::test]
 async fn router_notify_hello_disconnect_and_hiccup() {
     bounded(check("ROUTER_NOTIFY", ROUTER_NOTIFY)).await;

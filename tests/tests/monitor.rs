@@ -147,9 +147,10 @@ async fn successful_connect_sequence(transport: &'static str) {
         other => panic!("expected Connected, got {other:?}"),
     }
     match next(&mut client_mon).await {
-        MonitorEvent::HandshakeSucceeded { endpoint, peer } => {
+        MonitorEvent::HandshakeSucceeded { endpoint, peer, peer_type, routing_id } => {
             assert_eq!(endpoint, bound);
             assert_eq!(peer, server_addr);
+            assert_eq!((peer_type, routing_id), (Some(SocketType::Router), None), "a ROUTER announces no identity");
         }
         other => panic!("expected HandshakeSucceeded, got {other:?}"),
     }
@@ -170,9 +171,11 @@ async fn successful_connect_sequence(transport: &'static str) {
         assert_eq!(accepted_peer, "", "no peer address over {transport}");
     }
     match next(&mut server_mon).await {
-        MonitorEvent::HandshakeSucceeded { endpoint, peer } => {
+        MonitorEvent::HandshakeSucceeded { endpoint, peer, peer_type, routing_id } => {
             assert_eq!(endpoint, bound);
             assert_eq!(peer, accepted_peer);
+            assert_eq!(peer_type, Some(SocketType::Dealer));
+            assert_eq!(routing_id.as_deref(), Some(&b"client"[..]), "the ROUTER's route for the peer");
         }
         other => panic!("expected HandshakeSucceeded, got {other:?}"),
     }
@@ -201,7 +204,7 @@ async fn monitors_are_independent_streams() {
         let push = Socket::new(SocketType::Push);
         push.connect(&ep).await.expect("connect");
         let e = wait_event(&mut b, "Accepted", |e| matches!(e, MonitorEvent::Accepted { .. })).await;
-        assert!(matches!(e, MonitorEvent::Accepted { endpoint, .. } if endpoint == ep));
+        assert!(matches!(&e, MonitorEvent::Accepted { endpoint, .. } if *endpoint == ep));
     })
     .await
 }
@@ -220,8 +223,12 @@ async fn retries(mon: &mut Monitor, ep: &str, n: usize) -> Vec<Duration> {
             other => panic!("expected ConnectDelayed before each attempt, got {other:?}"),
         }
         match next(mon).await {
-            MonitorEvent::ConnectRetried { endpoint, retry_in } => {
+            MonitorEvent::ConnectRetried { endpoint, retry_in, reason } => {
                 assert_eq!(endpoint, ep);
+                assert!(
+                    matches!(&*reason, ConnectionError::Io(e) if matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound)),
+                    "the retry says why: {reason:?}"
+                );
                 waits.push(retry_in);
             }
             other => panic!("a refused attempt must give ConnectRetried, got {other:?}"),
@@ -275,7 +282,7 @@ async fn refused_connect_is_retried_with_backoff(transport: &'static str) {
     // Lost again: the backoff restarts at RECONNECT_IVL.
     server.close().await;
     let e = wait_event(&mut mon, "Disconnected", |e| matches!(e, MonitorEvent::Disconnected { .. })).await;
-    assert!(matches!(e, MonitorEvent::Disconnected { endpoint, .. } if endpoint == ep));
+    assert!(matches!(&e, MonitorEvent::Disconnected { endpoint, .. } if *endpoint == ep));
     match next(&mut mon).await {
         MonitorEvent::ConnectRetried { retry_in, .. } => assert_eq!(retry_in, Duration::from_millis(50)),
         other => panic!("expected ConnectRetried after the loss, got {other:?}"),
@@ -325,7 +332,7 @@ async fn closed_peer_gives_disconnected(transport: &'static str) {
 
     server.close().await;
     match next(&mut client_mon).await {
-        MonitorEvent::Disconnected { endpoint, peer, error } => {
+        MonitorEvent::Disconnected { endpoint, peer, error, .. } => {
             assert_eq!(endpoint, ep);
             assert_eq!(peer, tcp_addr(&ep));
             assert!(is_peer_gone(&error), "expected PeerClosed/Io, got {error:?}");
@@ -333,9 +340,10 @@ async fn closed_peer_gives_disconnected(transport: &'static str) {
         other => panic!("expected Disconnected, got {other:?}"),
     }
     match next(&mut client_mon).await {
-        MonitorEvent::ConnectRetried { endpoint, retry_in } => {
+        MonitorEvent::ConnectRetried { endpoint, retry_in, reason } => {
             assert_eq!(endpoint, ep);
             assert_eq!(retry_in, Duration::from_millis(100), "default RECONNECT_IVL");
+            assert!(is_peer_gone(&reason), "the retry gives the connection's end: {reason:?}");
         }
         other => panic!("expected ConnectRetried, got {other:?}"),
     }
@@ -372,7 +380,7 @@ async fn killed_peer_process_gives_disconnected() {
 
         py.child.start_kill().expect("kill the libzmq process");
         match next(&mut mon).await {
-            MonitorEvent::Disconnected { endpoint, peer, error } => {
+            MonitorEvent::Disconnected { endpoint, peer, error, .. } => {
                 assert_eq!(endpoint, ep);
                 assert_eq!(peer, tcp_addr(&ep));
                 assert!(is_peer_gone(&error), "expected PeerClosed/Io, got {error:?}");
@@ -555,3 +563,42 @@ async fn listening_and_closed(transport: &'static str) {
 }
 
 over_transports!(listening_and_closed);
+
+/// Subscriptions and group joins are events too, and a disconnect names the peer's routing id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_joins_and_the_routing_id_of_a_disconnect() {
+    bounded(async {
+        let publisher = Socket::new(SocketType::Pub);
+        let mut mon = publisher.monitor();
+        let ep = publisher.bind("tcp://127.0.0.1:*").await.expect("bind");
+        let sub = Socket::new(SocketType::Sub);
+        sub.connect(&ep).await.expect("connect");
+        sub.subscribe("news").expect("subscribe");
+        let e = wait_event(&mut mon, "Subscribed", |e| matches!(e, MonitorEvent::Subscribed { .. })).await;
+        assert!(matches!(&e, MonitorEvent::Subscribed { topic, routing_id: None } if *topic == "news"), "{e:?}");
+        sub.unsubscribe("news").expect("unsubscribe");
+        let e = wait_event(&mut mon, "Unsubscribed", |e| matches!(e, MonitorEvent::Unsubscribed { .. })).await;
+        assert!(matches!(&e, MonitorEvent::Unsubscribed { topic, .. } if *topic == "news"), "{e:?}");
+
+        let radio = Socket::new(SocketType::Radio);
+        let mut mon = radio.monitor();
+        let ep = radio.bind("tcp://127.0.0.1:*").await.expect("bind");
+        let dish = Socket::new(SocketType::Dish);
+        dish.join("weather").expect("join");
+        dish.connect(&ep).await.expect("connect");
+        let e = wait_event(&mut mon, "a JOIN", |e| matches!(e, MonitorEvent::Subscribed { .. })).await;
+        assert!(matches!(&e, MonitorEvent::Subscribed { topic, .. } if *topic == "weather"), "{e:?}");
+
+        let router = Socket::new(SocketType::Router);
+        let mut mon = router.monitor();
+        let ep = router.bind("tcp://127.0.0.1:*").await.expect("bind");
+        let dealer = Socket::new(SocketType::Dealer);
+        dealer.set_routing_id("w7").expect("routing id");
+        dealer.connect(&ep).await.expect("connect");
+        wait_event(&mut mon, "HandshakeSucceeded", |e| matches!(e, MonitorEvent::HandshakeSucceeded { .. })).await;
+        dealer.close().await;
+        let e = wait_event(&mut mon, "Disconnected", |e| matches!(e, MonitorEvent::Disconnected { .. })).await;
+        assert!(matches!(&e, MonitorEvent::Disconnected { routing_id: Some(id), .. } if *id == "w7"), "{e:?}");
+    })
+    .await
+}

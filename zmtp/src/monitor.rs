@@ -8,7 +8,10 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use tokio::sync::mpsc;
 
+use bytes::Bytes;
+
 use crate::error::ConnectionError;
+use crate::wire::SocketType;
 
 /// Events queued per monitor before new ones are dropped.
 const MONITOR_QUEUE: usize = 1024;
@@ -41,19 +44,27 @@ pub enum MonitorEvent {
         /// The endpoint.
         endpoint: String,
     },
-    /// A connect attempt failed; another follows after `retry_in`.
+    /// A connect attempt failed, or its connection ended; another follows after `retry_in`.
     ConnectRetried {
         /// The endpoint.
         endpoint: String,
         /// Wait before the next attempt.
         retry_in: std::time::Duration,
+        /// Why the last attempt did not last: the connect's error (refused, unreachable, a name
+        /// that does not resolve…) or how its connection ended.
+        reason: Arc<ConnectionError>,
     },
-    /// The ZMTP handshake completed.
+    /// The ZMTP handshake completed (for a STREAM: the raw connection is the socket's).
     HandshakeSucceeded {
         /// The endpoint.
         endpoint: String,
         /// The peer's address.
         peer: String,
+        /// The peer's socket type, as its READY said (`None` for a STREAM's raw peer).
+        peer_type: Option<SocketType>,
+        /// The peer's routing id where the socket has one: a ROUTER's or STREAM's route, a SERVER's
+        /// or PEER's 32-bit id (big-endian), else the `Identity` the peer announced, if any.
+        routing_id: Option<Bytes>,
     },
     /// The handshake failed: bad greeting, wrong mechanism or socket type, timeout, ERROR from peer.
     HandshakeFailed {
@@ -72,6 +83,22 @@ pub enum MonitorEvent {
         peer: String,
         /// Why.
         error: Arc<ConnectionError>,
+        /// The peer's routing id, as [`MonitorEvent::HandshakeSucceeded`] gave it.
+        routing_id: Option<Bytes>,
+    },
+    /// A subscriber's SUBSCRIBE (PUB, XPUB) or a DISH's JOIN (RADIO), as it arrived.
+    Subscribed {
+        /// The topic prefix, or the group joined.
+        topic: Bytes,
+        /// The subscriber's routing id, if it has one (see `HandshakeSucceeded`).
+        routing_id: Option<Bytes>,
+    },
+    /// A subscriber's CANCEL (PUB, XPUB) or a DISH's LEAVE (RADIO), as it arrived.
+    Unsubscribed {
+        /// The topic prefix, or the group left.
+        topic: Bytes,
+        /// The subscriber's routing id, if it has one.
+        routing_id: Option<Bytes>,
     },
     /// The endpoint was unbound/disconnected or the socket closed.
     Closed {
@@ -91,6 +118,11 @@ impl Monitors {
         let (tx, rx) = mpsc::channel(MONITOR_QUEUE);
         self.senders.lock().unwrap_or_else(|e| e.into_inner()).push(tx);
         Monitor { rx }
+    }
+
+    /// Whether any monitor listens (so that building an event can be skipped).
+    pub fn active(&self) -> bool {
+        !self.senders.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     }
 
     pub fn emit(&self, event: impl FnOnce() -> MonitorEvent) {

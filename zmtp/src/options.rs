@@ -110,6 +110,11 @@ pub(crate) struct Options {
     pub reconnect_stop: u8,
     /// ZMQ_XSUB_VERBOSE_UNSUBSCRIBE: an XSUB sends every unsubscribe upstream, not only the last.
     pub xsub_verbose_unsubscribe: bool,
+    /// ZMQ_XPUB_MANUAL: the XPUB application decides who is subscribed to what.
+    pub xpub_manual: bool,
+    /// ZMQ_XPUB_MANUAL_LAST_VALUE: XPUB_MANUAL, and a send after a subscription arrived goes only
+    /// to the subscriber it came from.
+    pub xpub_manual_last_value: bool,
     /// ZMQ_CONNECT_ROUTING_ID: the routing id a ROUTER gives the peer of its next `connect`.
     pub connect_routing_id: Option<Bytes>,
     /// ZMQ_TCP_KEEPALIVE: `None` = OS default (-1), else on/off.
@@ -186,6 +191,8 @@ impl Default for Options {
             hiccup_msg: None,
             reconnect_stop: 0,
             xsub_verbose_unsubscribe: false,
+            xpub_manual: false,
+            xpub_manual_last_value: false,
             connect_routing_id: None,
             tcp_keepalive: None,
             tcp_keepalive_idle: None,

@@ -211,6 +211,8 @@ impl Zmtp {
                         "xsub_verbose_unsubscribe" => socket.set_xsub_verbose_unsubscribe(on),
                         "invert_matching" => socket.set_invert_matching(on),
                         "xpub_verboser" => socket.set_xpub_verboser(on),
+                        "xpub_manual" => socket.set_xpub_manual(on),
+                        "xpub_manual_last_value" => socket.set_xpub_manual_last_value(on),
                         other => panic!("unknown option {other}"),
                     }
                 }

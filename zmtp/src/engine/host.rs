@@ -24,6 +24,8 @@ pub(crate) struct Attached {
     pub out: Arc<OutPipe>,
     /// Cancelled when the socket wants this connection closed (handover, disconnect, close).
     pub kill: CancellationToken,
+    /// The peer's routing id where known, for the monitor.
+    pub routing_id: Option<bytes::Bytes>,
 }
 
 /// The socket side of a connection.

@@ -43,6 +43,14 @@ pub(crate) struct ConnectionInfo<'a> {
     pub peer_addr: &'a str,
 }
 
+/// What the monitor has been told of a connection so far: whether its handshake completed, and
+/// the peer's routing id once the socket took it in.
+#[derive(Default)]
+pub(crate) struct Told {
+    pub handshaken: bool,
+    pub routing_id: Option<bytes::Bytes>,
+}
+
 /// How a connection ended: its error, if any, and whether its handshake had completed.
 pub(crate) struct Ended {
     pub result: Result<(), Arc<ConnectionError>>,
@@ -81,21 +89,21 @@ async fn run_with<H: Host, C: Conn>(
     kill: CancellationToken,
     info: ConnectionInfo<'_>,
 ) -> Ended {
-    let mut handshaken = false;
+    let mut told = Told::default();
     let result = if core.socket_type() == crate::wire::SocketType::Stream {
-        handshaken = true;
-        raw::drive(core, slot, conn, kill, &info).await.map_err(Arc::new)
+        raw::drive(core, slot, conn, kill, &info, &mut told).await.map_err(Arc::new)
     } else {
-        drive(core, slot, conn, rendezvous, kill, &info, &mut handshaken).await.map_err(Arc::new)
+        drive(core, slot, conn, rendezvous, kill, &info, &mut told).await.map_err(Arc::new)
     };
     if let Err(error) = &result {
         let (endpoint, peer, error) = (info.endpoint.to_owned(), info.peer_addr.to_owned(), error.clone());
-        core.monitors().emit(|| match handshaken {
+        let routing_id = told.routing_id;
+        core.monitors().emit(|| match told.handshaken {
             false => MonitorEvent::HandshakeFailed { endpoint, peer, error },
-            true => MonitorEvent::Disconnected { endpoint, peer, error },
+            true => MonitorEvent::Disconnected { endpoint, peer, error, routing_id },
         });
     }
-    Ended { result, handshaken }
+    Ended { result, handshaken: told.handshaken }
 }
 
 /// A handshake in progress gives up when the socket closes, unless it is a connect-side peer that
@@ -114,7 +122,7 @@ async fn drive<H: Host, C: Conn>(
     rendezvous: Option<Rendezvous>,
     kill: CancellationToken,
     info: &ConnectionInfo<'_>,
-    handshaken: &mut bool,
+    told: &mut Told,
 ) -> Result<(), ConnectionError> {
     let opts = core.options_snapshot();
     let (mut rd, mut wr) = conn.into_halves();
@@ -145,10 +153,13 @@ async fn drive<H: Host, C: Conn>(
         // without ROUTER_HANDOVER) shows as HandshakeSucceeded, then Disconnected with the reason.
         // Emitted after the attach, so a peer is routable by the time its handshake is reported.
         let attached = core.attach(slot, &peer_info, minor, kill.clone());
-        *handshaken = true;
+        told.handshaken = true;
+        told.routing_id = attached.as_ref().ok().and_then(|a| a.routing_id.clone());
         core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
             endpoint: info.endpoint.to_owned(),
             peer: info.peer_addr.to_owned(),
+            peer_type: peer_info.socket_type,
+            routing_id: told.routing_id.clone(),
         });
         let attached = attached?;
         core.set_peer_properties(attached.peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));

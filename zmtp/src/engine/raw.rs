@@ -9,9 +9,9 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use super::ConnectionInfo;
 use super::host::Host;
 use super::inlet::Inlet;
+use super::{ConnectionInfo, Told};
 use crate::error::ConnectionError;
 use crate::link::peer_id::PeerId;
 use crate::link::pipe::{OutPipe, Outbound, message_bytes};
@@ -41,14 +41,18 @@ pub(super) async fn drive<H: Host, C: Conn>(
     conn: C,
     kill: CancellationToken,
     info: &ConnectionInfo<'_>,
+    told: &mut Told,
 ) -> Result<(), ConnectionError> {
     let (rd, wr) = conn.into_halves();
     let peer = raw_peer();
     let attached = core.attach(slot, &peer, 1, kill)?;
+    *told = Told { handshaken: true, routing_id: attached.routing_id.clone() };
     // A STREAM has no handshake: this event says the connection is the socket's now.
     core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
         endpoint: info.endpoint.to_owned(),
         peer: info.peer_addr.to_owned(),
+        peer_type: None,
+        routing_id: told.routing_id.clone(),
     });
     core.set_peer_properties(attached.peer, Properties::of_peer(&peer, info.peer_addr));
     let inlet = Inlet { core: core.clone(), peer: attached.peer };

@@ -168,6 +168,7 @@ impl Core {
         if let Some(rid) = &routing_id {
             self.inbox.set_routing_id(id, rid.clone());
         }
+        let known_id = routing_id.clone().or_else(|| (!info.identity.is_empty()).then(|| info.identity.clone()));
         if pattern.notifies_connect(&options) {
             self.inbox.push_unbounded(id, Message::single(Bytes::new()));
         }
@@ -177,7 +178,7 @@ impl Core {
         }
         drop(state);
         self.space.wake();
-        Ok(Attached { peer: id, out, kill })
+        Ok(Attached { peer: id, out, kill, routing_id: known_id })
     }
 
     /// ROUTER: closes the connection of the peer with this routing id. An accepted peer is removed
@@ -284,7 +285,21 @@ impl Core {
     /// gives the application (see [`super::pattern::xpub`]). A subscription beyond the peer's limits
     /// (`max_subscriptions`, `max_subscription_bytes`) is refused, and the caller closes the
     /// connection.
+    /// The monitor's account of a subscription or group change from `peer`.
+    fn tell_subscription(&self, peer: PeerId, topic: &[u8], on: bool) {
+        if !self.monitors.active() {
+            return;
+        }
+        let routing_id = self.inbox.routing_id(peer).filter(|rid| !rid.is_empty());
+        let topic = Bytes::copy_from_slice(topic);
+        self.monitors.emit(|| match on {
+            true => crate::monitor::MonitorEvent::Subscribed { topic, routing_id },
+            false => crate::monitor::MonitorEvent::Unsubscribed { topic, routing_id },
+        });
+    }
+
     pub fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError> {
+        self.tell_subscription(peer, topic, subscribe);
         let options = self.options_snapshot();
         let notice = self.state().pattern.peer_subscription(peer, topic, subscribe, &options)?;
         if let Some((from, notice)) = notice {
@@ -296,6 +311,7 @@ impl Core {
     /// SUB/XSUB: subscribe/unsubscribe locally and tell every publisher (see [`super::pattern::xsub`]);
     /// a SUB's inbox filters by the same prefixes.
     pub fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> Result<(), LimitError> {
+        self.tell_subscription(peer, group, join);
         let options = self.options_snapshot();
         self.state().pattern.peer_group(peer, group, join, &options)
     }

@@ -217,6 +217,11 @@ impl Inbox {
         }
     }
 
+    /// The routing id the peer's messages carry (empty: none).
+    pub fn routing_id(&self, peer: PeerId) -> Option<Bytes> {
+        self.lock().queues.get(&peer).map(|q| q.routing_id.clone())
+    }
+
     pub fn set_routing_id(&self, peer: PeerId, routing_id: Bytes) {
         if let Some(q) = self.lock().queues.get_mut(&peer) {
             q.routing_id = routing_id;

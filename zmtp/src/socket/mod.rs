@@ -569,6 +569,17 @@ impl Socket {
         /// A stopped connect drops what was queued for it and the monitor reports `Closed`. Default 0.
         reconnect_stop, set_reconnect_stop, reconnect_stop: u8);
     option!(
+        /// ZMQ_XPUB_MANUAL (XPUB): subscribers are subscribed by the application, not by what they
+        /// ask. Every subscription change is received as a `\x01topic` / `\x00topic` notice, and
+        /// [`subscribe`](Self::subscribe) / [`unsubscribe`](Self::unsubscribe) then apply to the
+        /// subscriber the last received notice came from. Default off.
+        xpub_manual, set_xpub_manual, xpub_manual: bool);
+    option!(
+        /// ZMQ_XPUB_MANUAL_LAST_VALUE (XPUB): XPUB_MANUAL, and the first send after a notice goes
+        /// to the subscriber it came from alone, so a newcomer gets the last value without
+        /// everyone getting it again. Default off.
+        xpub_manual_last_value, set_xpub_manual_last_value, xpub_manual_last_value: bool);
+    option!(
         /// ZMQ_XSUB_VERBOSE_UNSUBSCRIBE (XSUB): send every unsubscribe upstream, not only the one
         /// that drops a topic's last reference. Default off.
         xsub_verbose_unsubscribe, set_xsub_verbose_unsubscribe, xsub_verbose_unsubscribe: bool);

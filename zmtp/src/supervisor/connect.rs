@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Backoff;
 use super::run::{log_end, run_connection};
 use crate::engine::Host;
+use crate::error::ConnectionError;
 use crate::link::peer_id::PeerId;
 use crate::monitor::MonitorEvent;
 use crate::options::{RECONNECT_STOP_AFTER_DISCONNECT, RECONNECT_STOP_CONN_REFUSED, RECONNECT_STOP_HANDSHAKE_FAILED};
@@ -40,6 +41,8 @@ pub(crate) fn connect<H: Host>(
                 c = transport::connect(&ep) => c,
                 _ = stop_connecting(&*host, slot, &accepting, &connections) => break,
             };
+            // Why this attempt did not last, for ConnectRetried.
+            let reason: Arc<ConnectionError>;
             match connected {
                 Ok((conn, peer)) => {
                     host.monitors().emit(|| MonitorEvent::Connected { endpoint: endpoint.clone(), peer: peer.clone() });
@@ -47,6 +50,7 @@ pub(crate) fn connect<H: Host>(
                     let ended = run_connection(&host, Some(slot), conn, kill, &endpoint, &peer).await;
                     log_end(&endpoint, &peer, &ended.result);
                     let stop = host.options_snapshot().reconnect_stop;
+                    reason = ended.result.clone().err().unwrap_or_else(|| Arc::new(ConnectionError::PeerClosed));
                     match ended.result {
                         Err(e) if e.is_protocol() => {
                             // libzmq does not reconnect after a protocol error; the slot is gone.
@@ -76,11 +80,16 @@ pub(crate) fn connect<H: Host>(
                         give_up(&*host, slot, &endpoint);
                         return;
                     }
+                    reason = Arc::new(ConnectionError::Io(e));
                 }
             }
             let options = host.options_snapshot();
             let Some(wait) = backoff.next(options.reconnect_ivl, options.reconnect_ivl_max) else { break };
-            host.monitors().emit(|| MonitorEvent::ConnectRetried { endpoint: endpoint.clone(), retry_in: wait });
+            host.monitors().emit(|| MonitorEvent::ConnectRetried {
+                endpoint: endpoint.clone(),
+                retry_in: wait,
+                reason,
+            });
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop_connecting(&*host, slot, &accepting, &connections) => break,

@@ -143,12 +143,19 @@ pub(crate) fn connect<H: Host>(
         let socket = loop {
             let options = host.options_snapshot();
             let made = udp::connect(&addr, port, interface.as_deref(), options.multicast_hops, options.multicast_loop);
-            match made.await {
+            let reason = match made.await {
                 Ok(socket) => break socket,
-                Err(e) => tracing::debug!(%endpoint, error = %e, "udp connect failed"),
-            }
+                Err(e) => {
+                    tracing::debug!(%endpoint, error = %e, "udp connect failed");
+                    Arc::new(crate::error::ConnectionError::Io(e))
+                }
+            };
             let Some(wait) = backoff.next(options.reconnect_ivl, options.reconnect_ivl_max) else { return };
-            host.monitors().emit(|| MonitorEvent::ConnectRetried { endpoint: endpoint.clone(), retry_in: wait });
+            host.monitors().emit(|| MonitorEvent::ConnectRetried {
+                endpoint: endpoint.clone(),
+                retry_in: wait,
+                reason,
+            });
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = accepting.cancelled() => return,

@@ -276,6 +276,11 @@ fn narrate(socket: &Socket) {
     narrate_as(socket, socket.socket_type().to_string());
 }
 
+/// A routing id or topic as `zmtp` prints frames: text if it is, else 0x<hex>.
+fn shown(bytes: &bytes::Bytes) -> String {
+    crate::frames::format_message(&zmtp::Message::single(bytes.clone()), crate::frames::Format::Auto, "|", false)
+}
+
 fn describe(event: &MonitorEvent) -> Option<String> {
     let via = |peer: &str| if peer.is_empty() { String::new() } else { format!(" ({peer})") };
     Some(match event {
@@ -284,15 +289,29 @@ fn describe(event: &MonitorEvent) -> Option<String> {
         MonitorEvent::Accepted { endpoint, peer } => format!("accepted a connection on {endpoint}{}", via(peer)),
         MonitorEvent::ConnectDelayed { endpoint } => format!("connecting to {endpoint}"),
         MonitorEvent::Connected { endpoint, peer } => format!("connected to {endpoint}{}", via(peer)),
-        MonitorEvent::ConnectRetried { endpoint, retry_in } => {
-            format!("could not connect to {endpoint}, retrying in {retry_in:?}")
+        MonitorEvent::ConnectRetried { endpoint, retry_in, reason } => {
+            format!("could not connect to {endpoint}, retrying in {retry_in:?} ({reason})")
         }
-        MonitorEvent::HandshakeSucceeded { endpoint, peer } => format!("handshake done on {endpoint}{}", via(peer)),
+        MonitorEvent::HandshakeSucceeded { endpoint, peer, peer_type, routing_id } => {
+            let with = match (peer_type, routing_id) {
+                (Some(t), Some(id)) => format!(" with {t} {}", shown(id)),
+                (Some(t), None) => format!(" with {t}"),
+                (None, Some(id)) => format!(" with {}", shown(id)),
+                (None, None) => String::new(),
+            };
+            format!("handshake done on {endpoint}{}{with}", via(peer))
+        }
         MonitorEvent::HandshakeFailed { endpoint, peer, error } => {
             format!("handshake failed on {endpoint}{}: {error}", via(peer))
         }
-        MonitorEvent::Disconnected { endpoint, peer, error } => {
+        MonitorEvent::Disconnected { endpoint, peer, error, .. } => {
             format!("disconnected from {endpoint}{}: {error}", via(peer))
+        }
+        MonitorEvent::Subscribed { topic, routing_id } => {
+            format!("{} subscribed to {}", routing_id.as_ref().map_or("a peer".into(), shown), shown(topic))
+        }
+        MonitorEvent::Unsubscribed { topic, routing_id } => {
+            format!("{} unsubscribed from {}", routing_id.as_ref().map_or("a peer".into(), shown), shown(topic))
         }
         MonitorEvent::Closed { endpoint } => format!("closed {endpoint}"),
         _ => return None,

@@ -109,6 +109,16 @@ impl Distributor {
         s.topics.iter().map(|topic| (topic.clone(), self.remove(id, topic))).collect()
     }
 
+    /// XPUB_MANUAL_LAST_VALUE: sends `msg` to `id` alone, if one of its prefixes matches.
+    pub fn publish_to(&mut self, id: PeerId, msg: Message, nodrop: bool) -> TrySend {
+        let topic = msg.first().expect("non-empty");
+        let Some(s) = self.subscribers.get(&id).filter(|s| s.topics.matches(topic)) else { return TrySend::Sent };
+        match s.out.try_push(msg) {
+            Err(msg) if nodrop => TrySend::Full(msg),
+            _ => TrySend::Sent,
+        }
+    }
+
     /// Distinct prefixes some subscriber wants (ZMQ_TOPICS_COUNT).
     pub fn topics(&self) -> usize {
         self.topics

@@ -2,16 +2,26 @@
 //! application receives its subscribers' subscription changes as `\x01topic` / `\x00topic`
 //! notices — the first subscriber of a prefix and the last one leaving (every subscribe with
 //! XPUB_VERBOSE, every change with XPUB_VERBOSER) — and greets each with XPUB_WELCOME_MSG.
+//!
+//! With XPUB_MANUAL (libzmq's xpub.cpp) the application decides: every subscription change is
+//! passed up and nobody is subscribed by it, until the application, having received a notice,
+//! calls `subscribe`/`unsubscribe`, which applies to the subscriber that notice came from. With
+//! XPUB_MANUAL_LAST_VALUE also, the first send after a notice goes to that subscriber alone (the
+//! last value cache's answer to a newcomer). A subscriber that goes is told up as `\x00topic` for
+//! each topic it had asked for.
 
 use bytes::Bytes;
 
 use super::dist::{Change, Distributor, Limits};
 use super::{Notice, Pattern, RecvRule, SendFlags, TrySend, subscription_message};
+use crate::error::Error;
 use crate::error::{LimitError, Result};
 use crate::link::peer_id::PeerId;
+use crate::link::peer_id::PeerMap;
 use crate::message::Message;
 use crate::options::Options;
 use crate::socket::peers::Peers;
+use crate::socket::subscriptions::Subscriptions;
 use crate::wire::SocketType;
 
 #[derive(Debug)]
@@ -19,11 +29,45 @@ pub(crate) struct XPub {
     dist: Distributor,
     /// XPUB (its application sees subscriptions) rather than PUB.
     extended: bool,
+    /// XPUB_MANUAL: what each subscriber asked for (the trie holds what the application granted).
+    asked: PeerMap<Subscriptions>,
+    /// XPUB_MANUAL: the subscriber the last received notice came from.
+    last_from: Option<PeerId>,
+    /// XPUB_MANUAL_LAST_VALUE, as the options said at the last subscription change.
+    last_value: bool,
 }
 
 impl XPub {
     pub fn new(extended: bool) -> Self {
-        XPub { dist: Distributor::default(), extended }
+        XPub { dist: Distributor::default(), extended, asked: PeerMap::default(), last_from: None, last_value: false }
+    }
+
+    fn manual(&self, options: &Options) -> bool {
+        self.extended && (options.xpub_manual || options.xpub_manual_last_value)
+    }
+
+    /// XPUB_MANUAL: a change a subscriber asks for is only recorded and passed up, whatever it is.
+    fn asked_for(&mut self, peer: PeerId, topic: &[u8], subscribe: bool, options: &Options) -> Result<(), LimitError> {
+        self.last_value = options.xpub_manual_last_value;
+        let asked = self.asked.entry(peer).or_default();
+        if !subscribe {
+            asked.remove_all(topic);
+            return Ok(());
+        }
+        if !asked.contains(topic) {
+            if let Some(limit) = options.max_subscriptions
+                && asked.len() >= limit
+            {
+                return Err(LimitError::Subscriptions { limit });
+            }
+            if let Some(limit) = options.max_subscription_bytes
+                && asked.bytes() + topic.len() > limit
+            {
+                return Err(LimitError::SubscriptionBytes { limit });
+            }
+        }
+        asked.insert_once(topic);
+        Ok(())
     }
 
     fn notice(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Option<Notice> {
@@ -41,6 +85,17 @@ impl Pattern for XPub {
     }
 
     fn detached(&mut self, id: PeerId, _: bool, options: &Options, notices: &mut Vec<Notice>) {
+        if self.last_from == Some(id) {
+            self.last_from = None;
+        }
+        if let Some(asked) = self.asked.remove(&id) {
+            self.dist.leave(id);
+            // In libzmq's order: its trie is walked in byte order.
+            let mut topics: Vec<&Bytes> = asked.iter().collect();
+            topics.sort();
+            notices.extend(topics.into_iter().filter_map(|topic| self.notice(id, topic, false)));
+            return;
+        }
         for (topic, change) in self.dist.leave(id) {
             if change == Change::Last || (change == Change::Fewer && options.xpub_verboser) {
                 notices.extend(self.notice(id, &topic, false));
@@ -50,11 +105,39 @@ impl Pattern for XPub {
 
     #[inline]
     fn send(&mut self, _: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
+        if self.last_value
+            && let Some(to) = self.last_from.take()
+        {
+            return Ok(self.dist.publish_to(to, msg, flags.xpub_nodrop()));
+        }
         Ok(self.dist.publish(msg, flags.xpub_nodrop(), flags.invert_matching()))
     }
 
+    /// An XPUB's receive notes who sent what it takes, for XPUB_MANUAL's `subscribe`.
     fn recv_rule(&self) -> RecvRule {
-        if self.extended { RecvRule::AsQueued } else { RecvRule::NotSupported }
+        if self.extended { RecvRule::Stateful } else { RecvRule::NotSupported }
+    }
+
+    fn on_recv(&mut self, from: PeerId, msg: Message, _: bool) -> Option<Message> {
+        self.last_from = Some(from);
+        Some(msg)
+    }
+
+    /// XPUB_MANUAL: subscribes (or unsubscribes) the subscriber of the last notice received; a
+    /// no-op when there is none. Without XPUB_MANUAL an XPUB takes no subscriptions (EINVAL).
+    fn local_subscription(&mut self, _: &Peers, topic: &[u8], subscribe: bool, options: &Options) -> Result<()> {
+        if !self.manual(options) {
+            return Err(Error::InvalidArgument("an XPUB subscribes its peers only with XPUB_MANUAL"));
+        }
+        self.last_value = options.xpub_manual_last_value;
+        let Some(peer) = self.last_from else { return Ok(()) };
+        if subscribe {
+            // What the application grants is not bounded by the peer's limits: it is its own call.
+            self.dist.subscribe(peer, topic, Limits::default()).map_err(|_| Error::InvalidState)?;
+        } else {
+            self.dist.unsubscribe(peer, topic);
+        }
+        Ok(())
     }
 
     fn peer_subscription(
@@ -64,6 +147,10 @@ impl Pattern for XPub {
         subscribe: bool,
         options: &Options,
     ) -> Result<Option<Notice>, LimitError> {
+        if self.manual(options) {
+            self.asked_for(peer, topic, subscribe, options)?;
+            return Ok(self.notice(peer, topic, subscribe));
+        }
         let tell = if subscribe {
             let limits = Limits { count: options.max_subscriptions, bytes: options.max_subscription_bytes };
             match self.dist.subscribe(peer, topic, limits)? {
