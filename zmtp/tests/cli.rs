@@ -527,3 +527,52 @@ fn plain_credentials_are_checked() {
     let misuse = run(&["push", "--connect", &ep, "--curve-serverkey", "short", "x"]);
     misuse.assert_code(2, "a malformed key is a usage error").assert_stderr_has("Z85");
 }
+
+#[test]
+fn the_draft_types_from_the_command_line() {
+    // SERVER answers each CLIENT's request to its sender; '|' is part of a single-frame message.
+    let server = zmtp(&["server", "--bind", "tcp://127.0.0.1:*", "--echo", "--count", "2", "--timeout", "20"]);
+    let ep = server.endpoint("SERVER");
+    let client = run(&["client", "--connect", &ep, "--timeout", "20", "ping", "a|b"]);
+    client.assert_success("client");
+    assert_eq!(client.stdout, ["ping", "a|b"]);
+    assert_eq!(server.finish().assert_success("server --echo").stdout, ["ping", "a|b"]);
+
+    // RADIO repeats to its group until the DISH, which joined it, has one; other groups never show.
+    let dish = zmtp(&["dish", "--bind", "tcp://127.0.0.1:*", "--join", "weather", "--count", "1", "--timeout", "20"]);
+    let ep = dish.endpoint("DISH");
+    let _radio = zmtp(&["radio", "--connect", &ep, "--group", "weather", "--repeat", "--interval", "20", "sunny"]);
+    let _other = zmtp(&["radio", "--connect", &ep, "--group", "tv", "--repeat", "--interval", "20", "news"]);
+    assert_eq!(dish.finish().assert_success("dish --count 1").stdout, ["weather|sunny"]);
+
+    // SCATTER to GATHER, one message per line of input.
+    let gather = zmtp(&["gather", "--bind", "tcp://127.0.0.1:*", "--count", "3", "--timeout", "20"]);
+    let ep = gather.endpoint("GATHER");
+    zmtp_with_stdin(&["scatter", "--connect", &ep, "--timeout", "20"], "1\n2\n3\n").finish().assert_success("scatter");
+    assert_eq!(gather.finish().assert_success("gather").stdout, ["1", "2", "3"]);
+
+    // A PEER sends to the peer of its first --connect.
+    let listener = zmtp(&["peer", "--bind", "tcp://127.0.0.1:*", "--count", "1", "--timeout", "20"]);
+    let ep = listener.endpoint("PEER");
+    run(&["peer", "--connect", &ep, "--count", "0", "--timeout", "20", "hello"]).assert_success("peer");
+    assert_eq!(listener.finish().assert_success("peer --count 1").stdout, ["hello"]);
+
+    // A wrong transport for the type is a usage error.
+    run(&["dish", "--connect", "udp://127.0.0.1:5555"]).assert_code(2, "dish connecting over udp");
+}
+
+#[test]
+fn stream_is_a_raw_tcp_server() {
+    use std::io::Read;
+    let stream = zmtp(&["stream", "--bind", "tcp://127.0.0.1:*", "--count", "2", "--timeout", "20"]);
+    let ep = stream.endpoint("STREAM");
+    let mut raw = std::net::TcpStream::connect(ep.trim_start_matches("tcp://")).unwrap();
+    raw.write_all(b"hello").unwrap();
+    let lines = stream.finish().assert_success("stream --count 2").stdout.clone();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let (id, rest) = lines[0].split_once('|').expect("ID| on connect");
+    assert!(id.starts_with("0x00") && rest.is_empty(), "connect notice: {}", lines[0]);
+    assert_eq!(lines[1], format!("{id}|hello"));
+    let mut end = Vec::new();
+    let _ = raw.read_to_end(&mut end);
+}

@@ -94,6 +94,8 @@ fn split<'a>(raw: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
 }
 
 /// One line for a received message (without the newline).
+/// One line for a message. An empty `delimiter` says the message is one frame whatever it holds
+/// (the draft types), so a `|` in it is printed as it is.
 pub fn format_message(msg: &Message, format: Format, delimiter: &str, xpub: bool) -> String {
     if format == Format::Json {
         return json_message(msg);
@@ -127,9 +129,11 @@ fn is_subscription(frame: &[u8], delimiter: &str) -> bool {
 }
 
 /// The frame as text if it is UTF-8 without control characters or the delimiter.
+/// A frame that prints as itself: UTF-8 without control characters or (for a message that has
+/// frames to separate) the delimiter.
 fn as_text<'a>(frame: &'a [u8], delimiter: &str) -> Option<&'a str> {
     let text = std::str::from_utf8(frame).ok()?;
-    (!text.chars().any(char::is_control) && !text.contains(delimiter)).then_some(text)
+    (!text.chars().any(char::is_control) && (delimiter.is_empty() || !text.contains(delimiter))).then_some(text)
 }
 
 fn push_hex(line: &mut String, frame: &[u8]) {

@@ -19,6 +19,8 @@ struct Printer {
     format: Format,
     delimiter: String,
     xpub: bool,
+    /// The draft types: single frames, so the delimiter is not special in them.
+    single: bool,
 }
 
 impl Printer {
@@ -33,7 +35,8 @@ impl Printer {
             }
             None => msg,
         };
-        let line = format_message(msg, self.format, &self.delimiter, self.xpub);
+        let delimiter = if self.single && msg.len() == 1 { "" } else { &self.delimiter };
+        let line = format_message(msg, self.format, delimiter, self.xpub);
         let mut out = std::io::stdout().lock();
         writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
     }
@@ -112,13 +115,8 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
     let (socket, mut connects) = setup::open(t, &args).await?;
     let address = match t {
         SocketType::Radio => Address::Group(Bytes::from(args.group.clone())),
-        SocketType::Peer => match connects.first_peer() {
-            Some(id) => Address::Peer(id),
-            None if source.is_some() => {
-                return Err(usage("a PEER sends to the peer of its first --connect: give one, or no MESSAGE"));
-            }
-            None => Address::None,
-        },
+        // Without a --connect a PEER has nobody to address: a send then fails as unroutable.
+        SocketType::Peer => connects.first_peer().map_or(Address::None, Address::Peer),
         _ => Address::None,
     };
     let handshake_failure = connects.failure();
@@ -128,7 +126,12 @@ pub async fn run(t: SocketType, args: SocketArgs) -> Result<(), CliError> {
         role,
         total: source.as_ref().and_then(Source::total),
         pace: Pace { delay: args.delay.map(Duration::from_millis), interval: args.interval.map(Duration::from_millis) },
-        printer: Printer { format: args.format, delimiter: args.delimiter.clone(), xpub: t == SocketType::XPub },
+        printer: Printer {
+            format: args.format,
+            delimiter: args.delimiter.clone(),
+            xpub: t == SocketType::XPub,
+            single: t.is_draft(),
+        },
         count: args.count,
         echo: args.echo,
         verbose: args.verbose,
