@@ -62,8 +62,11 @@ def alias(name, routing_id):
 
 
 def unalias(name, token):
+    # An alias this socket has not seen (a scenario gone astray, say a connect to a port another
+    # lane took) names nobody, as 0 does: the answer then shows the divergence.
     n = int(token[1:])
-    return 0 if n == 0 else aliases[name][n - 1]
+    ids = aliases.get(name, [])
+    return ids[n - 1] if 0 < n <= len(ids) else 0
 
 
 def draft_send(sock, name, words):

@@ -152,6 +152,9 @@ async fn check(name: &str, script: Script) {
             let mut trace = Vec::new();
             for line in script {
                 if let Some(answer) = run.step(line).await {
+                    // Where a bind landed differs from run to run.
+                    let answer =
+                        if line.starts_with("bind ") && answer.starts_with("ok ") { "ok".into() } else { answer };
                     trace.push(format!("{line} -> {answer}"));
                 }
             }

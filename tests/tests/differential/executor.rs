@@ -77,10 +77,12 @@ impl Ours {
         format!("@{}", at + 1)
     }
 
+    /// An alias this socket has not seen names nobody, as 0 does (see diff_peer.py).
     fn unalias(&self, token: &str) -> u32 {
-        match token[1..].parse::<usize>().expect("@N") {
-            0 => 0,
-            n => u32::from_be_bytes(self.aliases[n - 1][..].try_into().expect("a 4-byte routing id")),
+        let n = token[1..].parse::<usize>().expect("@N");
+        match n.checked_sub(1).and_then(|i| self.aliases.get(i)) {
+            Some(id) => u32::from_be_bytes(id[..].try_into().expect("a 4-byte routing id")),
+            None => 0,
         }
     }
 
@@ -106,7 +108,10 @@ impl Ours {
     fn message(&self, tokens: &[&str]) -> Message {
         if self.socket.socket_type() == SocketType::Stream {
             let first = match tokens[0].strip_prefix('@') {
-                Some(n) => self.aliases[n.parse::<usize>().expect("@N") - 1].clone(),
+                Some(n) => {
+                    let n = n.parse::<usize>().expect("@N");
+                    n.checked_sub(1).and_then(|i| self.aliases.get(i)).cloned().unwrap_or_default()
+                }
                 None => frame(tokens[0]),
             };
             return Message::from_iter(std::iter::once(first).chain(tokens[1..].iter().map(|t| frame(t))));

@@ -223,17 +223,44 @@ fn report(scenario: &Scenario, mode: Mode, reference: &[String], ours: &[String]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zmtp_observes_what_libzmq_observes() {
     let count = env("DIFF_SCENARIOS", 1000);
+    compare(count, scenario::generate, Libzmq::start).await;
+}
+
+/// The draft types' families against a libzmq built with drafts (`.ci/draft-pyzmq`); more with
+/// `DIFF_DRAFT_SCENARIOS=5000`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draft_types_observe_what_libzmq_observes() {
+    let count = env("DIFF_DRAFT_SCENARIOS", 200);
+    compare(count, scenario::generate_draft, || Libzmq::start_with(zmtp_testkit::python_with_draft_pyzmq())).await;
+}
+
+/// Prints its scenario if the lane panics while running it (an executor that cannot run a
+/// command), so the failure can be replayed.
+struct ShownOnPanic<'a>(&'a Scenario);
+
+impl Drop for ShownOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("while running {}", self.0);
+        }
+    }
+}
+
+/// Runs `count` scenarios from `DIFF_SEED` over `DIFF_LANES` lanes and fails on any divergence
+/// not listed in [`INTENTIONAL`].
+async fn compare(count: u64, generate: fn(u64) -> Scenario, start: fn() -> Libzmq) {
     let base = env("DIFF_SEED", 0);
     let lanes = env("DIFF_LANES", 4).max(1) as usize;
     let mut tasks = Vec::new();
     for id in 0..lanes {
         tasks.push(tokio::spawn(async move {
-            let mut lane = Lane { id, libzmq: Libzmq::start(), zmtp: Zmtp::default() };
+            let mut lane = Lane { id, libzmq: start(), zmtp: Zmtp::default() };
             let mut families: BTreeMap<&'static str, usize> = BTreeMap::new();
             let mut divergences = Vec::new();
             let mut seed = base + lane.id as u64;
             while seed < base + count {
-                let scenario = scenario::generate(seed);
+                let scenario = generate(seed);
+                let _shown = ShownOnPanic(&scenario);
                 *families.entry(scenario.family).or_default() += 1;
                 if let Some(report) = lane.check(&scenario).await {
                     divergences.push((scenario.family, report));
