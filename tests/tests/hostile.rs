@@ -1054,3 +1054,81 @@ async fn our_sub_uses_command_form_towards_zmtp31_pub() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The draft types
+// ---------------------------------------------------------------------------------------------------
+
+/// A JOIN of a group longer than libzmq allows (255 bytes) breaks the protocol: that DISH's
+/// connection is closed, and a good DISH is served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_of_a_group_over_255_bytes_closes_only_that_dish() {
+    bounded(async {
+        let radio = Socket::new(SocketType::Radio);
+        let mut monitor = radio.monitor();
+        let ep = radio.bind("tcp://127.0.0.1:*").await.unwrap();
+        let mut raw = Raw::connect(&ep).await;
+        raw.handshake(1, "DISH").await;
+        raw.send(&command("JOIN", &[b'g'; 300])).await;
+        match failure_of(&mut monitor, &raw.local()).await {
+            Failure::Disconnect(e) => assert!(matches!(&*e, ConnectionError::PeerViolation(_)), "{e:?}"),
+            other => panic!("expected a disconnect, got {other:?}"),
+        }
+        raw.expect_closed().await;
+        let dish = Socket::new(SocketType::Dish);
+        dish.join("g").unwrap();
+        dish.connect(&ep).await.unwrap();
+        let got = loop {
+            radio.send(Message::from("still here").with_group("g")).await.unwrap();
+            if let Ok(Ok(msg)) = tokio::time::timeout(Duration::from_millis(20), dish.recv()).await {
+                break msg;
+            }
+        };
+        assert_eq!(&got[0][..], b"still here");
+    })
+    .await;
+}
+
+/// The draft types carry single frames: a multipart message from a peer is dropped whole, and the
+/// next one is delivered (libzmq's server.cpp does the same).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_drops_a_multipart_message_from_a_client() {
+    bounded(async {
+        let server = Socket::new(SocketType::Server);
+        let ep = server.bind("tcp://127.0.0.1:*").await.unwrap();
+        let mut raw = Raw::connect(&ep).await;
+        raw.handshake(1, "CLIENT").await;
+        let mut bytes = frame(0x01, b"part one");
+        bytes.extend(frame(0x00, b"part two"));
+        bytes.extend(frame(0x00, b"single"));
+        raw.send(&bytes).await;
+        let msg = tokio::time::timeout(STEP, server.recv()).await.unwrap().unwrap();
+        assert_eq!((msg.len(), &msg[0][..]), (1, &b"single"[..]));
+        assert!(msg.routing_id().is_some(), "with the sender's routing id");
+    })
+    .await;
+}
+
+/// A DISH takes a RADIO's message only as group then body: a lone frame or a longer message is
+/// dropped, a well-formed one after them is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dish_drops_what_is_not_group_then_body() {
+    bounded(async {
+        let dish = Socket::new(SocketType::Dish);
+        dish.join("g").unwrap();
+        let ep = dish.bind("tcp://127.0.0.1:*").await.unwrap();
+        let mut raw = Raw::connect(&ep).await;
+        assert_eq!(raw.handshake(1, "RADIO").await, ready("DISH", None));
+        assert_eq!(raw.read_frame().await, command("JOIN", b"g"), "the DISH joins on the new connection");
+        let mut bytes = frame(0x00, b"g");
+        bytes.extend(frame(0x01, b"g"));
+        bytes.extend(frame(0x01, b"a"));
+        bytes.extend(frame(0x00, b"b"));
+        bytes.extend(frame(0x01, b"g"));
+        bytes.extend(frame(0x00, b"fine"));
+        raw.send(&bytes).await;
+        let msg = tokio::time::timeout(STEP, dish.recv()).await.unwrap().unwrap();
+        assert_eq!((msg.group().map(|g| &g[..]), &msg[0][..]), (Some(&b"g"[..]), &b"fine"[..]));
+    })
+    .await;
+}
