@@ -2,7 +2,12 @@
 //! with a maximum set, each failed attempt doubles the wait up to it; a connection that worked
 //! starts over. No interval: no reconnect.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::engine::Host;
+use crate::error::ConnectionError;
+use crate::monitor::MonitorEvent;
 
 #[derive(Debug, Default)]
 pub(super) struct Backoff {
@@ -18,6 +23,15 @@ impl Backoff {
             _ => ivl,
         };
         self.last = Some(wait);
+        Some(wait)
+    }
+
+    /// The wait before the next attempt at `endpoint`, as the socket's options make it, announced
+    /// to the monitor with why the last attempt did not last; `None` when reconnecting is off.
+    pub fn retry<H: Host>(&mut self, host: &H, endpoint: &str, reason: Arc<ConnectionError>) -> Option<Duration> {
+        let options = host.options_snapshot();
+        let wait = self.next(options.reconnect_ivl, options.reconnect_ivl_max)?;
+        host.monitors().emit(|| MonitorEvent::ConnectRetried { endpoint: endpoint.to_owned(), retry_in: wait, reason });
         Some(wait)
     }
 

@@ -83,13 +83,7 @@ pub(crate) fn connect<H: Host>(
                     reason = Arc::new(ConnectionError::Io(e));
                 }
             }
-            let options = host.options_snapshot();
-            let Some(wait) = backoff.next(options.reconnect_ivl, options.reconnect_ivl_max) else { break };
-            host.monitors().emit(|| MonitorEvent::ConnectRetried {
-                endpoint: endpoint.clone(),
-                retry_in: wait,
-                reason,
-            });
+            let Some(wait) = backoff.retry(&*host, &endpoint, reason) else { break };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop_connecting(&*host, slot, &accepting, &connections) => break,

@@ -150,12 +150,7 @@ pub(crate) fn connect<H: Host>(
                     Arc::new(crate::error::ConnectionError::Io(e))
                 }
             };
-            let Some(wait) = backoff.next(options.reconnect_ivl, options.reconnect_ivl_max) else { return };
-            host.monitors().emit(|| MonitorEvent::ConnectRetried {
-                endpoint: endpoint.clone(),
-                retry_in: wait,
-                reason,
-            });
+            let Some(wait) = backoff.retry(&*host, &endpoint, reason) else { return };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = accepting.cancelled() => return,
