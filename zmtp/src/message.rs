@@ -57,18 +57,30 @@ pub const MAX_GROUP_LEN: usize = 255;
 #[derive(Clone, Debug, Default)]
 pub struct Message {
     frames: SmallVec<[Bytes; 2]>,
-    /// Set on received messages; never sent.
-    properties: Option<Arc<Properties>>,
+    /// What a message carries beside its frames (connection properties on receipt, a routing id,
+    /// a group), behind one pointer, so that a message stays 80 bytes: it is moved several times on
+    /// its way, and `bench/instructions.sh` (64 B PUSH/PULL over TCP, both sides) counted 1697
+    /// instructions per message with the routing id and group as fields of their own (120 bytes),
+    /// 1656 with only a 1-byte flag beside this pointer (88 bytes), and 1512 as it is (1525 before
+    /// the draft types). A received message shares its connection's `Meta`; setting a routing id
+    /// or group allocates one.
+    meta: Option<Arc<Meta>>,
+}
+
+/// A message's companions; see [`Message`]'s `meta`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub properties: Option<Arc<Properties>>,
     /// SERVER and PEER: the peer a received message came from, or a sent one goes to (0: none).
-    routing_id: u32,
+    pub routing_id: u32,
     /// RADIO and DISH: the group a message is published to, or was received in.
-    group: Option<Bytes>,
+    pub group: Option<Bytes>,
 }
 
 /// Messages are equal when their frames, routing ids and groups are; properties do not take part.
 impl PartialEq for Message {
     fn eq(&self, other: &Self) -> bool {
-        self.frames == other.frames && self.routing_id == other.routing_id && self.group == other.group
+        self.frames == other.frames && self.routing_id() == other.routing_id() && self.group() == other.group()
     }
 }
 
@@ -88,7 +100,12 @@ impl Message {
     }
 
     fn of(frames: SmallVec<[Bytes; 2]>) -> Self {
-        Message { frames, properties: None, routing_id: 0, group: None }
+        Message { frames, meta: None }
+    }
+
+    /// The message's own `Meta`, to change (a copy if it shares its connection's).
+    fn meta_mut(&mut self) -> &mut Meta {
+        Arc::make_mut(self.meta.get_or_insert_with(Arc::default))
     }
 
     /// A message of these frames, in order: `Message::from_frames([header, body])`.
@@ -176,12 +193,12 @@ impl Message {
     /// # Ok(()) }
     /// ```
     pub fn property(&self, name: &str) -> Option<&str> {
-        self.properties.as_ref()?.get(name).and_then(|v| std::str::from_utf8(v).ok())
+        self.properties()?.get(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// All properties of the connection this message arrived on.
     pub fn properties(&self) -> Option<&Properties> {
-        self.properties.as_deref()
+        self.meta.as_ref()?.properties.as_deref()
     }
 
     /// SERVER and PEER: the routing id of the peer this message came from, or is to go to
@@ -193,30 +210,32 @@ impl Message {
     /// assert_eq!(zmtp::Message::from("x").routing_id(), None);
     /// ```
     pub fn routing_id(&self) -> Option<u32> {
-        (self.routing_id != 0).then_some(self.routing_id)
+        self.meta.as_ref().map(|m| m.routing_id).filter(|&id| id != 0)
     }
 
     /// Sets the routing id a SERVER or PEER sends this message to (0 clears it).
     pub fn set_routing_id(&mut self, routing_id: u32) -> &mut Self {
-        self.routing_id = routing_id;
+        if routing_id != self.routing_id().unwrap_or(0) {
+            self.meta_mut().routing_id = routing_id;
+        }
         self
     }
 
     /// This message with its routing id set, for a SERVER's or PEER's `send`.
     pub fn with_routing_id(mut self, routing_id: u32) -> Self {
-        self.routing_id = routing_id;
+        self.set_routing_id(routing_id);
         self
     }
 
     /// RADIO and DISH: the group this message is published to, or was received in (libzmq's
     /// `zmq_msg_group`). A RADIO sends a message without one to the empty group.
     pub fn group(&self) -> Option<&Bytes> {
-        self.group.as_ref()
+        self.meta.as_ref()?.group.as_ref()
     }
 
     /// Sets the group a RADIO publishes this message to (at most 255 bytes, checked on send).
     pub fn set_group(&mut self, group: impl Into<Bytes>) -> &mut Self {
-        self.group = Some(group.into());
+        self.meta_mut().group = Some(group.into());
         self
     }
 
@@ -227,16 +246,18 @@ impl Message {
     /// assert_eq!(news.group().map(|g| &g[..]), Some(&b"weather"[..]));
     /// ```
     pub fn with_group(mut self, group: impl Into<Bytes>) -> Self {
-        self.group = Some(group.into());
+        self.set_group(group);
         self
     }
 
     pub(crate) fn take_group(&mut self) -> Option<Bytes> {
-        self.group.take()
+        self.group()?;
+        self.meta_mut().group.take()
     }
 
-    pub(crate) fn set_properties(&mut self, properties: Arc<Properties>) {
-        self.properties = Some(properties);
+    /// What a received message carries from its connection (properties, a SERVER's routing id).
+    pub(crate) fn set_meta(&mut self, meta: Arc<Meta>) {
+        self.meta = Some(meta);
     }
 
     /// Splits the envelope off: frames up to and including the first empty delimiter frame.
@@ -268,7 +289,7 @@ impl<'a> IntoIterator for &'a Message {
     type Item = &'a Bytes;
     type IntoIter = std::slice::Iter<'a, Bytes>;
     fn into_iter(self) -> Self::IntoIter {
-        self.frames.iter()
+        self.iter()
     }
 }
 
@@ -385,6 +406,25 @@ impl<const N: usize> From<[&[u8]; N]> for Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_is_not_a_frame_of_the_message() {
+        let mut m = Message::from(["a", "b"]).with_group("g");
+        assert_eq!((m.len(), &m[0][..], m.frames().len()), (2, &b"a"[..], 2));
+        assert_eq!(m.iter().count(), 2);
+        assert_eq!(m.group().map(|g| &g[..]), Some(&b"g"[..]));
+        m.set_group("h");
+        assert_eq!((m.group().map(|g| &g[..]), m.len()), (Some(&b"h"[..]), 2));
+        m.push_front("z");
+        assert_eq!(m.pop_front().as_deref(), Some(&b"z"[..]));
+        assert_eq!(m.clone().into_frames(), [Bytes::from("a"), Bytes::from("b")]);
+        assert_eq!(m.clone().into_iter().count(), 2);
+        assert_ne!(m, Message::from(["a", "b"]), "the group is part of what a message is");
+        assert_eq!(m.take_group().as_deref(), Some(&b"h"[..]));
+        assert_eq!(m, Message::from(["a", "b"]));
+        // Small, as every message is moved several times on its way (see `meta`).
+        assert!(std::mem::size_of::<Message>() <= 80, "{}", std::mem::size_of::<Message>());
+    }
 
     #[test]
     fn envelope_split() {

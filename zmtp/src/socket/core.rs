@@ -167,6 +167,9 @@ impl Core {
         let out = peer.out.clone();
         if let Some(rid) = &routing_id {
             self.inbox.set_routing_id(id, rid.clone());
+            if self.recv_rule == RecvRule::RoutingIdOnMessage {
+                self.inbox.set_message_routing_id(id, addressed::routing_id_of(rid));
+            }
         }
         let known_id = routing_id.clone().or_else(|| (!info.identity.is_empty()).then(|| info.identity.clone()));
         if pattern.notifies_connect(&options) {
@@ -376,14 +379,13 @@ impl Core {
     /// (a stale reply, a request without a delimiter) are dropped.
     pub fn try_recv(&self) -> Result<Option<Message>> {
         self.check_recv()?;
-        let routed = matches!(self.recv_rule, RecvRule::RoutingIdFirst | RecvRule::RoutingIdOnMessage);
-        while let Some(received) = self.inbox.pop(routed) {
+        while let Some(received) = self.inbox.pop(self.recv_rule == RecvRule::RoutingIdFirst) {
             let taken = match self.recv_rule {
                 RecvRule::RoutingIdFirst => Some(router::with_routing_id(received.routing_id, received.message)),
                 // The draft types drop a multipart message from a peer whole (server.cpp, client.cpp).
                 RecvRule::SingleFrame => (received.message.len() == 1).then_some(received.message),
-                RecvRule::RoutingIdOnMessage => (received.message.len() == 1)
-                    .then(|| received.message.with_routing_id(addressed::routing_id_of(&received.routing_id))),
+                // The sender's routing id came with the connection's `Meta` (set at attach).
+                RecvRule::RoutingIdOnMessage => (received.message.len() == 1).then_some(received.message),
                 RecvRule::Stateful => {
                     let correlate = self.socket_type == SocketType::Req && self.options().req_correlate;
                     self.state().pattern.on_recv(received.peer, received.message, correlate)

@@ -14,7 +14,7 @@ use super::subscriptions::Subscriptions;
 pub(crate) use crate::link::peer_id::PeerId;
 use crate::link::peer_id::PeerMap;
 use crate::link::waiters::Waiters;
-use crate::message::{Message, Properties};
+use crate::message::{Message, Meta, Properties};
 
 #[derive(Debug)]
 struct PeerQueue {
@@ -29,9 +29,10 @@ struct PeerQueue {
     detached: bool,
     /// CONFLATE: only the newest message is kept.
     conflate: bool,
-    /// The connection's properties (User-Id, Peer-Address, …), attached to each message as it is
-    /// taken: here, the reference count is touched by the receiving thread only.
-    properties: Option<Arc<Properties>>,
+    /// What each message taken from here carries from its connection: its properties (User-Id,
+    /// Peer-Address, …) and, for a SERVER or PEER, the sender's routing id. Attached as a message
+    /// is taken: here, the reference count is touched by the receiving thread only.
+    meta: Option<Arc<Meta>>,
 }
 
 #[derive(Debug, Default)]
@@ -88,7 +89,7 @@ impl Inbox {
             reader_waiting: false,
             detached: false,
             conflate,
-            properties: None,
+            meta: None,
         };
         self.lock().queues.insert(peer, queue);
     }
@@ -185,8 +186,8 @@ impl Inbox {
             let Some(mut message) = q.messages.pop_front() else {
                 continue;
             };
-            if let Some(properties) = &q.properties {
-                message.set_properties(properties.clone());
+            if let Some(meta) = &q.meta {
+                message.set_meta(meta.clone());
             }
             // Wake a parked reader once half the queue is free (libzmq's low-water mark), not per message.
             if q.reader_waiting && (q.hwm == 0 || q.messages.len() <= q.hwm / 2) {
@@ -213,7 +214,14 @@ impl Inbox {
     /// The properties of the peer's current connection, for the messages taken from now on.
     pub fn set_properties(&self, peer: PeerId, properties: Arc<Properties>) {
         if let Some(q) = self.lock().queues.get_mut(&peer) {
-            q.properties = Some(properties);
+            Arc::make_mut(q.meta.get_or_insert_with(Arc::default)).properties = Some(properties);
+        }
+    }
+
+    /// SERVER, PEER: the routing id the peer's messages carry ([`Message::routing_id`]).
+    pub fn set_message_routing_id(&self, peer: PeerId, routing_id: u32) {
+        if let Some(q) = self.lock().queues.get_mut(&peer) {
+            Arc::make_mut(q.meta.get_or_insert_with(Arc::default)).routing_id = routing_id;
         }
     }
 
