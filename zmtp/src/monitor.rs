@@ -121,6 +121,7 @@ impl Monitors {
     }
 
     /// Whether any monitor listens (so that building an event can be skipped).
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     pub fn active(&self) -> bool {
         !self.senders.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     }

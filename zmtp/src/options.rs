@@ -81,8 +81,10 @@ pub(crate) struct Options {
     /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard (dual stack).
     pub ipv6: bool,
     /// ZMQ_MULTICAST_HOPS: the TTL of multicast a RADIO sends over udp://. Default 1 (this network).
+    #[cfg(feature = "draft")]
     pub multicast_hops: u32,
     /// ZMQ_MULTICAST_LOOP: multicast a RADIO sends over udp:// reaches this host too. Default on.
+    #[cfg(feature = "draft")]
     pub multicast_loop: bool,
     /// ZMQ_REQ_CORRELATE: REQ prefixes requests with an id and drops replies that do not carry it.
     pub req_correlate: bool,
@@ -96,24 +98,33 @@ pub(crate) struct Options {
     pub xpub_welcome_msg: Option<Bytes>,
     /// ZMQ_STREAM_NOTIFY: a STREAM tells its application of each connection and disconnection with an
     /// empty message. Default on.
+    #[cfg(feature = "draft")]
     pub stream_notify: bool,
     /// ZMQ_ROUTER_NOTIFY: bit 1, `[id, ""]` when a peer's handshake completes; bit 2, when it ends.
+    #[cfg(feature = "draft")]
     pub router_notify: u8,
     /// ZMQ_HELLO_MSG: sent to every peer first, on each (re)connection (ROUTER, DEALER, CLIENT,
     /// SERVER, PEER).
+    #[cfg(feature = "draft")]
     pub hello_msg: Option<Bytes>,
     /// ZMQ_DISCONNECT_MSG: received when a peer we accepted goes (ROUTER, SERVER, PEER).
+    #[cfg(feature = "draft")]
     pub disconnect_msg: Option<Bytes>,
     /// ZMQ_HICCUP_MSG: received when a connection we made drops (DEALER, CLIENT, PEER).
+    #[cfg(feature = "draft")]
     pub hiccup_msg: Option<Bytes>,
     /// ZMQ_RECONNECT_STOP: the `RECONNECT_STOP_*` bits that end a connect's retries.
+    #[cfg(feature = "draft")]
     pub reconnect_stop: u8,
     /// ZMQ_XSUB_VERBOSE_UNSUBSCRIBE: an XSUB sends every unsubscribe upstream, not only the last.
+    #[cfg(feature = "draft")]
     pub xsub_verbose_unsubscribe: bool,
     /// ZMQ_XPUB_MANUAL: the XPUB application decides who is subscribed to what.
+    #[cfg(feature = "draft")]
     pub xpub_manual: bool,
     /// ZMQ_XPUB_MANUAL_LAST_VALUE: XPUB_MANUAL, and a send after a subscription arrived goes only
     /// to the subscriber it came from.
+    #[cfg(feature = "draft")]
     pub xpub_manual_last_value: bool,
     /// ZMQ_CONNECT_ROUTING_ID: the routing id a ROUTER gives the peer of its next `connect`.
     pub connect_routing_id: Option<Bytes>,
@@ -177,21 +188,32 @@ impl Default for Options {
             handshake_ivl: Some(Duration::from_secs(30)),
             req_relaxed: false,
             ipv6: false,
+            #[cfg(feature = "draft")]
             multicast_hops: 1,
+            #[cfg(feature = "draft")]
             multicast_loop: true,
             req_correlate: false,
             conflate: false,
             xpub_verbose: false,
             xpub_verboser: false,
             xpub_welcome_msg: None,
+            #[cfg(feature = "draft")]
             stream_notify: true,
+            #[cfg(feature = "draft")]
             router_notify: 0,
+            #[cfg(feature = "draft")]
             hello_msg: None,
+            #[cfg(feature = "draft")]
             disconnect_msg: None,
+            #[cfg(feature = "draft")]
             hiccup_msg: None,
+            #[cfg(feature = "draft")]
             reconnect_stop: 0,
+            #[cfg(feature = "draft")]
             xsub_verbose_unsubscribe: false,
+            #[cfg(feature = "draft")]
             xpub_manual: false,
+            #[cfg(feature = "draft")]
             xpub_manual_last_value: false,
             connect_routing_id: None,
             tcp_keepalive: None,

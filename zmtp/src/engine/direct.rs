@@ -53,7 +53,10 @@ async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), Connection
                     }
                 }
                 Outbound::Subscribe(topic, subscribe) => to.subscription(&topic, subscribe, &mut batch).await?,
+                #[cfg(feature = "draft")]
                 Outbound::Join(group, join) => to.group(&group, join, &mut batch).await?,
+                #[cfg(not(feature = "draft"))]
+                Outbound::Join(..) => {}
                 // No heartbeats on inproc, so no PINGs to answer.
                 Outbound::Pong(_) => {}
             }

@@ -63,8 +63,10 @@ pub(crate) trait Host: Send + Sync + 'static {
     /// A SUBSCRIBE/CANCEL from the peer; an error closes the connection.
     fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError>;
     /// A JOIN/LEAVE from the peer (RADIO); an error closes the connection.
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> Result<(), LimitError>;
     /// A RADIO's udp endpoint: this peer is sent every group's messages.
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     fn takes_every_group(&self, peer: PeerId);
     /// Waits while the peer's inbound queue is at or over RCVHWM.
     fn wait_below_hwm(&self, peer: PeerId) -> impl Future<Output = ()> + Send;

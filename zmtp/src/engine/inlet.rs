@@ -6,7 +6,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::host::Host;
-use crate::error::{ConnectionError, LimitError};
+#[cfg(feature = "draft")]
+use crate::error::ConnectionError;
+use crate::error::LimitError;
 use crate::link::peer_id::PeerId;
 use crate::message::Message;
 use crate::wire::SocketType;
@@ -67,6 +69,7 @@ impl<H: Host> Inlet<H> {
     /// A DISH's JOIN/LEAVE; ignored unless this socket is a RADIO. A group over 255 bytes breaks the
     /// protocol (libzmq cannot even hold one); over the peer's limits it is refused. Either ends the
     /// connection.
+    #[cfg(feature = "draft")]
     pub async fn group(&self, group: &[u8], join: bool, batch: &mut VecDeque<Message>) -> Result<(), ConnectionError> {
         if self.core.socket_type() == SocketType::Radio {
             if group.len() > crate::message::MAX_GROUP_LEN {

@@ -5,6 +5,7 @@ mod direct;
 mod handshake;
 mod host;
 mod inlet;
+#[cfg(feature = "draft")]
 mod raw;
 mod reader;
 mod writer;
@@ -90,11 +91,22 @@ async fn run_with<H: Host, C: Conn>(
     info: ConnectionInfo<'_>,
 ) -> Ended {
     let mut told = Told::default();
-    let result = if core.socket_type() == crate::wire::SocketType::Stream {
-        raw::drive(core, slot, conn, kill, &info, &mut told).await.map_err(Arc::new)
-    } else {
-        drive(core, slot, conn, rendezvous, kill, &info, &mut told).await.map_err(Arc::new)
-    };
+    #[cfg(feature = "draft")]
+    if core.socket_type() == crate::wire::SocketType::Stream {
+        let result = raw::drive(core, slot, conn, kill, &info, &mut told).await.map_err(Arc::new);
+        return report_end(&**core, &info, told, result);
+    }
+    let result = drive(core, slot, conn, rendezvous, kill, &info, &mut told).await.map_err(Arc::new);
+    report_end(&**core, &info, told, result)
+}
+
+/// Tells the monitor how a connection ended (a failed handshake, or a disconnect).
+fn report_end<H: Host>(
+    core: &H,
+    info: &ConnectionInfo<'_>,
+    told: Told,
+    result: Result<(), Arc<ConnectionError>>,
+) -> Ended {
     if let Err(error) = &result {
         let (endpoint, peer, error) = (info.endpoint.to_owned(), info.peer_addr.to_owned(), error.clone());
         let routing_id = told.routing_id;

@@ -69,7 +69,9 @@ pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
                         // Boxed, as every rare path that waits: inline, its state would sit in every task.
                         Command::Subscribe(topic) => Box::pin(inlet.subscription(&topic, true, &mut batch)).await?,
                         Command::Cancel(topic) => Box::pin(inlet.subscription(&topic, false, &mut batch)).await?,
+                        #[cfg(feature = "draft")]
                         Command::Join(group) => Box::pin(inlet.group(&group, true, &mut batch)).await?,
+                        #[cfg(feature = "draft")]
                         Command::Leave(group) => Box::pin(inlet.group(&group, false, &mut batch)).await?,
                         // Anything else after the handshake is ignored (libzmq).
                         _ => {}

@@ -22,6 +22,7 @@ pub(crate) enum Outbound {
     /// A subscription change; the writer picks the encoding from the peer's ZMTP minor version.
     Subscribe(Bytes, bool),
     /// A DISH's JOIN (`true`) or LEAVE of a group.
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     Join(Bytes, bool),
     /// A PONG echoing this context.
     Pong(Bytes),
@@ -103,6 +104,7 @@ impl OutPipe {
 
     /// Puts a message ahead of everything queued, HWM or not (HELLO_MSG: a peer hears it first,
     /// before what was queued while it was away).
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     pub fn push_first(&self, msg: Message) {
         let mut s = self.lock();
         s.messages += 1;

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::inbox::{Inbox, Pushed};
 pub(crate) use super::pattern::TrySend;
-use super::pattern::{AnyPattern, HotOptions, RecvRule, SendFlags, addressed, router};
+use super::pattern::{self, AnyPattern, HotOptions, RecvRule, SendFlags, router};
 use super::peers::{Peer, Peers};
 use crate::engine::{Attached, Host};
 use crate::error::{ConnectionError, Error, LimitError, Result};
@@ -167,8 +167,9 @@ impl Core {
         let out = peer.out.clone();
         if let Some(rid) = &routing_id {
             self.inbox.set_routing_id(id, rid.clone());
-            if self.recv_rule == RecvRule::RoutingIdOnMessage {
-                self.inbox.set_message_routing_id(id, addressed::routing_id_of(rid));
+            #[cfg(feature = "draft")]
+            if matches!(self.socket_type, SocketType::Server | SocketType::Peer) {
+                self.inbox.set_message_routing_id(id, pattern::routing_id_of(rid));
             }
         }
         let known_id = routing_id.clone().or_else(|| (!info.identity.is_empty()).then(|| info.identity.clone()));
@@ -176,6 +177,7 @@ impl Core {
             self.inbox.push_unbounded(id, Message::single(Bytes::new()));
         }
         pattern.attached(peers, id, routing_id, &options);
+        #[cfg(feature = "draft")]
         if let Some(hello) = options.hello_msg.clone().filter(|_| self.socket_type.sends_hello_msg()) {
             out.push_first(Message::single(hello));
         }
@@ -211,6 +213,7 @@ impl Core {
         let persistent = peer.persistent;
         let keep = keep && persistent && !state.closed;
         self.leave(&mut state, id, !keep, &options);
+        #[cfg(feature = "draft")]
         if !state.closed {
             self.tell_end(persistent, keep, id, &options);
         }
@@ -234,6 +237,7 @@ impl Core {
 
     /// DISCONNECT_MSG for a peer we accepted, HICCUP_MSG for a connection we made that will be
     /// remade: what the application hears of a connection's end (after ROUTER_NOTIFY's notice).
+    #[cfg(feature = "draft")]
     fn tell_end(&self, persistent: bool, keep: bool, id: PeerId, options: &Options) {
         let said = match (persistent, keep) {
             (false, _) if self.socket_type.receives_disconnect_msg() => options.disconnect_msg.clone(),
@@ -289,6 +293,7 @@ impl Core {
     /// (`max_subscriptions`, `max_subscription_bytes`) is refused, and the caller closes the
     /// connection.
     /// The monitor's account of a subscription or group change from `peer`.
+    #[cfg(feature = "draft")]
     fn tell_subscription(&self, peer: PeerId, topic: &[u8], on: bool) {
         if !self.monitors.active() {
             return;
@@ -302,6 +307,7 @@ impl Core {
     }
 
     pub fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError> {
+        #[cfg(feature = "draft")]
         self.tell_subscription(peer, topic, subscribe);
         let options = self.options_snapshot();
         let notice = self.state().pattern.peer_subscription(peer, topic, subscribe, &options)?;
@@ -314,6 +320,7 @@ impl Core {
     /// SUB/XSUB: subscribe/unsubscribe locally and tell every publisher (see [`super::pattern::xsub`]);
     /// a SUB's inbox filters by the same prefixes.
     pub fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> Result<(), LimitError> {
+        #[cfg(feature = "draft")]
         self.tell_subscription(peer, group, join);
         let options = self.options_snapshot();
         self.state().pattern.peer_group(peer, group, join, &options)
@@ -359,7 +366,9 @@ impl Core {
         if self.socket_type == SocketType::Req {
             let o = self.options();
             (flags.req_relaxed, flags.req_correlate) = (o.req_relaxed, o.req_correlate);
-        } else if self.socket_type == SocketType::XSub {
+        }
+        #[cfg(feature = "draft")]
+        if self.socket_type == SocketType::XSub {
             flags.xsub_verbose_unsubscribe = self.options().xsub_verbose_unsubscribe;
         }
         flags
@@ -370,7 +379,9 @@ impl Core {
         match self.recv_rule {
             RecvRule::NotSupported => return Err(Error::NotSupported(self.socket_type)),
             RecvRule::Stateful => self.state().pattern.check_recv()?,
-            RecvRule::AsQueued | RecvRule::RoutingIdFirst | RecvRule::SingleFrame | RecvRule::RoutingIdOnMessage => {}
+            RecvRule::AsQueued | RecvRule::RoutingIdFirst => {}
+            #[cfg(feature = "draft")]
+            RecvRule::SingleFrame => {}
         }
         if self.closed.load(Ordering::Relaxed) { Err(Error::Closed) } else { Ok(()) }
     }
@@ -382,10 +393,10 @@ impl Core {
         while let Some(received) = self.inbox.pop(self.recv_rule == RecvRule::RoutingIdFirst) {
             let taken = match self.recv_rule {
                 RecvRule::RoutingIdFirst => Some(router::with_routing_id(received.routing_id, received.message)),
-                // The draft types drop a multipart message from a peer whole (server.cpp, client.cpp).
+                // The draft types drop a multipart message from a peer whole (server.cpp,
+                // client.cpp); a SERVER's routing id came with the connection's `Meta`.
+                #[cfg(feature = "draft")]
                 RecvRule::SingleFrame => (received.message.len() == 1).then_some(received.message),
-                // The sender's routing id came with the connection's `Meta` (set at attach).
-                RecvRule::RoutingIdOnMessage => (received.message.len() == 1).then_some(received.message),
                 RecvRule::Stateful => {
                     let correlate = self.socket_type == SocketType::Req && self.options().req_correlate;
                     self.state().pattern.on_recv(received.peer, received.message, correlate)
@@ -408,9 +419,10 @@ impl Core {
     /// The routing id reserved for a connect-side peer (PEER, SERVER).
     pub fn slot_routing_id(&self, slot: PeerId) -> Option<u32> {
         let state = self.state();
-        state.peers.map.get(&slot)?.assigned_routing_id.as_ref().map(|rid| addressed::routing_id_of(rid))
+        state.peers.map.get(&slot)?.assigned_routing_id.as_ref().map(|rid| pattern::routing_id_of(rid))
     }
 
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     pub fn topics_count(&self) -> Option<usize> {
         self.state().pattern.topics_count()
     }

@@ -219,6 +219,7 @@ impl Inbox {
     }
 
     /// SERVER, PEER: the routing id the peer's messages carry ([`Message::routing_id`]).
+    #[cfg(feature = "draft")]
     pub fn set_message_routing_id(&self, peer: PeerId, routing_id: u32) {
         if let Some(q) = self.lock().queues.get_mut(&peer) {
             Arc::make_mut(q.meta.get_or_insert_with(Arc::default)).routing_id = routing_id;
@@ -226,6 +227,7 @@ impl Inbox {
     }
 
     /// The routing id the peer's messages carry (empty: none).
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     pub fn routing_id(&self, peer: PeerId) -> Option<Bytes> {
         self.lock().queues.get(&peer).map(|q| q.routing_id.clone())
     }
@@ -237,6 +239,7 @@ impl Inbox {
     }
 
     /// INVERT_MATCHING for SUB's filter.
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     pub fn set_invert(&self, invert: bool) {
         self.lock().invert = invert;
     }

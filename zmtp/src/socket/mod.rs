@@ -530,6 +530,7 @@ impl Socket {
     /// assert_eq!((&bye[0][..], bye[1].is_empty()), (&b"worker-1"[..], true));
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "draft")]
     pub fn set_router_notify(&self, bits: u8) -> Result<()> {
         if bits > (crate::NOTIFY_CONNECT | crate::NOTIFY_DISCONNECT) {
             return Err(Error::InvalidOption("ROUTER_NOTIFY takes NOTIFY_CONNECT and NOTIFY_DISCONNECT bits"));
@@ -542,23 +543,28 @@ impl Socket {
     }
 
     /// Current value of the option set by [`Socket::set_router_notify`].
+    #[cfg(feature = "draft")]
     pub fn router_notify(&self) -> u8 {
         self.inner.core.options().router_notify
     }
 
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_HELLO_MSG: a message sent to each peer before anything else, on every connection
         /// and reconnection (ROUTER, DEALER, CLIENT, SERVER, PEER; a single frame, no envelope).
         /// `None` (the default) sends none.
         hello_msg, set_hello_msg, hello_msg: Option<Bytes>);
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_DISCONNECT_MSG: a message the application receives, as if the peer had sent it, when
         /// a peer this socket accepted disconnects (ROUTER, SERVER, PEER). Default none.
         disconnect_msg, set_disconnect_msg, disconnect_msg: Option<Bytes>);
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_HICCUP_MSG: a message the application receives, as if the peer had sent it, when a
         /// connection this socket made drops and is to be remade (DEALER, CLIENT, PEER). Default none.
         hiccup_msg, set_hiccup_msg, hiccup_msg: Option<Bytes>);
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_RECONNECT_STOP: the cases in which a `connect` stops retrying, as bits:
         /// [`RECONNECT_STOP_CONN_REFUSED`](crate::RECONNECT_STOP_CONN_REFUSED) (the peer's host
@@ -568,17 +574,20 @@ impl Socket {
         /// `disconnect` was called on this socket; libzmq 4.3.5 applies this one to ipc only).
         /// A stopped connect drops what was queued for it and the monitor reports `Closed`. Default 0.
         reconnect_stop, set_reconnect_stop, reconnect_stop: u8);
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_XPUB_MANUAL (XPUB): subscribers are subscribed by the application, not by what they
         /// ask. Every subscription change is received as a `\x01topic` / `\x00topic` notice, and
         /// [`subscribe`](Self::subscribe) / [`unsubscribe`](Self::unsubscribe) then apply to the
         /// subscriber the last received notice came from. Default off.
         xpub_manual, set_xpub_manual, xpub_manual: bool);
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_XPUB_MANUAL_LAST_VALUE (XPUB): XPUB_MANUAL, and the first send after a notice goes
         /// to the subscriber it came from alone, so a newcomer gets the last value without
         /// everyone getting it again. Default off.
         xpub_manual_last_value, set_xpub_manual_last_value, xpub_manual_last_value: bool);
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_XSUB_VERBOSE_UNSUBSCRIBE (XSUB): send every unsubscribe upstream, not only the one
         /// that drops a topic's last reference. Default off.
@@ -587,12 +596,14 @@ impl Socket {
     /// ZMQ_INVERT_MATCHING: a PUB/XPUB sends each message to the subscribers whose subscriptions do
     /// *not* match it, and a SUB keeps the messages its subscriptions do not match (libzmq's rule:
     /// a publisher and its subscribers should agree on it). Default off.
+    #[cfg(feature = "draft")]
     pub fn set_invert_matching(&self, invert: bool) {
         self.inner.core.hot.invert_matching.store(invert, std::sync::atomic::Ordering::Relaxed);
         self.inner.core.inbox.set_invert(invert);
     }
 
     /// Current value of the option set by [`Socket::set_invert_matching`].
+    #[cfg(feature = "draft")]
     pub fn invert_matching(&self) -> bool {
         self.inner.core.hot.invert_matching.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -600,18 +611,22 @@ impl Socket {
     /// ZMQ_TOPICS_COUNT: how many subscriptions the socket holds — a PUB/XPUB the distinct prefixes
     /// its subscribers want, a SUB/XSUB its own distinct ones. [`Error::NotSupported`] for other
     /// types. (libzmq 4.3.5 does not lower a PUB's count when a subscriber disconnects; this does.)
+    #[cfg(feature = "draft")]
     pub fn topics_count(&self) -> Result<usize> {
         self.inner.core.topics_count().ok_or(Error::NotSupported(self.socket_type()))
     }
 
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_STREAM_NOTIFY (STREAM): receive `[routing id, ""]` when a connection is made and when
         /// it ends. Default on.
         stream_notify, set_stream_notify, stream_notify: bool);
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_MULTICAST_HOPS: the TTL of multicast a RADIO sends over `udp://`. Default 1 (the
         /// local network).
         multicast_hops, set_multicast_hops, multicast_hops: u32);
+    #[cfg(feature = "draft")]
     option!(
         /// ZMQ_MULTICAST_LOOP: whether multicast a RADIO sends over `udp://` reaches this host's own
         /// DISHes too. Default on.

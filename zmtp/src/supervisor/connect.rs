@@ -26,6 +26,7 @@ pub(crate) fn connect<H: Host>(
     accepting: CancellationToken,
     connections: CancellationToken,
 ) {
+    #[cfg(feature = "draft")]
     if matches!(ep, Endpoint::Udp { .. }) {
         return super::udp::connect(host, ep, endpoint, slot, accepting, connections);
     }
@@ -49,7 +50,6 @@ pub(crate) fn connect<H: Host>(
                     let kill = connections.child_token();
                     let ended = run_connection(&host, Some(slot), conn, kill, &endpoint, &peer).await;
                     log_end(&endpoint, &peer, &ended.result);
-                    let stop = host.options_snapshot().reconnect_stop;
                     reason = ended.result.clone().err().unwrap_or_else(|| Arc::new(ConnectionError::PeerClosed));
                     match ended.result {
                         Err(e) if e.is_protocol() => {
@@ -59,7 +59,7 @@ pub(crate) fn connect<H: Host>(
                         }
                         // RECONNECT_STOP_HANDSHAKE_FAILED: a handshake the peer cut short or that
                         // timed out ends the connect (libzmq makes it a protocol error).
-                        Err(_) if !ended.handshaken && stop & RECONNECT_STOP_HANDSHAKE_FAILED != 0 => {
+                        Err(_) if !ended.handshaken && stops(&*host, RECONNECT_STOP_HANDSHAKE_FAILED) => {
                             give_up(&*host, slot, &endpoint);
                             return;
                         }
@@ -71,11 +71,10 @@ pub(crate) fn connect<H: Host>(
                 }
                 Err(e) => {
                     tracing::debug!(%endpoint, error = %e, "connect failed");
-                    let stop = host.options_snapshot().reconnect_stop;
                     let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
                     if refused
-                        && (stop & RECONNECT_STOP_CONN_REFUSED != 0
-                            || (stop & RECONNECT_STOP_AFTER_DISCONNECT != 0 && host.has_disconnected()))
+                        && (stops(&*host, RECONNECT_STOP_CONN_REFUSED)
+                            || (stops(&*host, RECONNECT_STOP_AFTER_DISCONNECT) && host.has_disconnected()))
                     {
                         give_up(&*host, slot, &endpoint);
                         return;
@@ -90,6 +89,14 @@ pub(crate) fn connect<H: Host>(
             }
         }
     });
+}
+
+/// Whether ZMQ_RECONNECT_STOP has `bit` (feature `draft`; without it, never).
+fn stops<H: Host>(_host: &H, _bit: u8) -> bool {
+    #[cfg(feature = "draft")]
+    return _host.options_snapshot().reconnect_stop & _bit != 0;
+    #[cfg(not(feature = "draft"))]
+    false
 }
 
 /// RECONNECT_STOP: the connect ends for good, with what was queued for it (libzmq's path is

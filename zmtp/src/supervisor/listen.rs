@@ -23,6 +23,7 @@ pub(crate) async fn listen<H: Host>(
     accepting: CancellationToken,
     connections: CancellationToken,
 ) -> Result<(String, JoinHandle<()>)> {
+    #[cfg(feature = "draft")]
     if matches!(ep, Endpoint::Udp { .. }) {
         return super::udp::listen(host, ep, connections).await;
     }

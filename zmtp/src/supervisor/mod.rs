@@ -7,8 +7,27 @@ mod backoff;
 mod connect;
 mod listen;
 mod run;
+#[cfg(feature = "draft")]
 mod udp;
 
 pub(crate) use self::connect::connect;
 pub(crate) use self::listen::listen;
-pub(crate) use self::udp::check as check_transport;
+
+use crate::error::{Error, Result};
+use crate::transport::Endpoint;
+use crate::wire::SocketType;
+
+/// Refuses a transport where libzmq does: udp:// is a DISH's bind and a RADIO's connect, and a
+/// STREAM, which speaks raw bytes, has no inproc:// peer to speak them to.
+pub(crate) fn check_transport(kind: SocketType, ep: &Endpoint, binding: bool) -> Result<()> {
+    let wanted = if binding { SocketType::Dish } else { SocketType::Radio };
+    let refused = match ep {
+        Endpoint::Udp { .. } => kind != wanted,
+        Endpoint::Inproc(_) => kind == SocketType::Stream,
+        _ => false,
+    };
+    if refused {
+        return Err(Error::IncompatibleTransport(ep.to_string(), kind));
+    }
+    Ok(())
+}

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use crate::engine::{Attached, Host};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::link::peer_id::PeerId;
 use crate::link::pipe::{Outbound, message_bytes};
 use crate::message::Message;
@@ -41,21 +41,6 @@ fn stand_in(kind: SocketType) -> PeerInfo {
         user_id: None,
         zap_metadata: Metadata::default(),
     }
-}
-
-/// Refuses a transport where libzmq does: udp:// is a DISH's bind and a RADIO's connect, and a
-/// STREAM, which speaks raw bytes, has no inproc:// peer to speak them to.
-pub(crate) fn check(kind: SocketType, ep: &Endpoint, binding: bool) -> Result<()> {
-    let wanted = if binding { SocketType::Dish } else { SocketType::Radio };
-    let refused = match ep {
-        Endpoint::Udp { .. } => kind != wanted,
-        Endpoint::Inproc(_) => kind == SocketType::Stream,
-        _ => false,
-    };
-    if refused {
-        return Err(Error::IncompatibleTransport(ep.to_string(), kind));
-    }
-    Ok(())
 }
 
 /// A DISH's bind: receives until `connections` is cancelled or the socket closes.

@@ -82,7 +82,7 @@ impl FromStr for Endpoint {
                 };
                 Ok(Endpoint::Tcp { host: host.to_owned(), port, source })
             }
-            "udp" => {
+            "udp" if cfg!(feature = "draft") => {
                 let (interface, rest) = match rest.split_once(';') {
                     Some((interface, _))
                         if interface.is_empty() || interface.contains(':') && !interface.contains('.') =>

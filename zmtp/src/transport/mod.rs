@@ -9,6 +9,7 @@ pub(crate) mod inproc;
 #[cfg(unix)]
 mod ipc;
 mod tcp;
+#[cfg(feature = "draft")]
 pub(crate) mod udp;
 
 /// What udp:// is for (libzmq's rule).

@@ -241,6 +241,7 @@ fn apply_options(s: &Socket, a: &SocketArgs) -> Result<(), CliError> {
     if let Some(welcome) = &a.xpub_welcome_msg {
         s.set_xpub_welcome_msg(Some(welcome.clone().into()));
     }
+    #[cfg(feature = "draft")]
     s.set_stream_notify(!a.stream_notify);
     s.set_immediate(a.immediate);
     s.set_conflate(a.conflate);

@@ -32,10 +32,7 @@ pub(crate) struct Addressed {
     next: u32,
 }
 
-/// A routing id from its inbox form (4 bytes, big-endian); 0 for anything else.
-pub(crate) fn routing_id_of(bytes: &[u8]) -> u32 {
-    bytes.try_into().map_or(0, u32::from_be_bytes)
-}
+use super::routing_id_of;
 
 impl Addressed {
     pub fn new(kind: SocketType) -> Self {
@@ -105,7 +102,7 @@ impl Pattern for Addressed {
     }
 
     fn recv_rule(&self) -> RecvRule {
-        RecvRule::RoutingIdOnMessage
+        RecvRule::SingleFrame
     }
 
     fn peer_by_routing_id(&self, routing_id: &[u8]) -> Option<PeerId> {

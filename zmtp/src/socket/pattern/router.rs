@@ -31,6 +31,7 @@ impl Router {
     }
 
     /// The routing id of a connected peer.
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     pub fn routing_id_of(&self, id: PeerId) -> Option<&Bytes> {
         self.names.get(&id)
     }
@@ -78,16 +79,20 @@ impl Pattern for Router {
         probe(peers, id, options);
     }
 
+    #[cfg(feature = "draft")]
     fn notifies_connect(&self, options: &Options) -> bool {
         options.router_notify & crate::options::NOTIFY_CONNECT != 0
     }
 
     /// ROUTER_NOTIFY's disconnect notice: `[id, ""]`, for a peer that had its route.
     fn detached(&mut self, id: PeerId, _: bool, options: &Options, notices: &mut Vec<Notice>) {
+        #[cfg(not(feature = "draft"))]
+        let _ = (options, &notices);
         if let Some(rid) = self.names.remove(&id)
             && self.routes.get(&rid) == Some(&id)
         {
             self.routes.remove(&rid);
+            #[cfg(feature = "draft")]
             if options.router_notify & crate::options::NOTIFY_DISCONNECT != 0 {
                 notices.push((id, Message::single(Bytes::new())));
             }

@@ -3,12 +3,7 @@
 //! notices — the first subscriber of a prefix and the last one leaving (every subscribe with
 //! XPUB_VERBOSE, every change with XPUB_VERBOSER) — and greets each with XPUB_WELCOME_MSG.
 //!
-//! With XPUB_MANUAL (libzmq's xpub.cpp) the application decides: every subscription change is
-//! passed up and nobody is subscribed by it, until the application, having received a notice,
-//! calls `subscribe`/`unsubscribe`, which applies to the subscriber that notice came from. With
-//! XPUB_MANUAL_LAST_VALUE also, the first send after a notice goes to that subscriber alone (the
-//! last value cache's answer to a newcomer). A subscriber that goes is told up as `\x00topic` for
-//! each topic it had asked for.
+//! XPUB_MANUAL and XPUB_MANUAL_LAST_VALUE are [`super::xpub_manual`]'s (feature `draft`).
 
 use bytes::Bytes;
 
@@ -17,11 +12,9 @@ use super::{Notice, Pattern, RecvRule, SendFlags, TrySend, subscription_message}
 use crate::error::Error;
 use crate::error::{LimitError, Result};
 use crate::link::peer_id::PeerId;
-use crate::link::peer_id::PeerMap;
 use crate::message::Message;
 use crate::options::Options;
 use crate::socket::peers::Peers;
-use crate::socket::subscriptions::Subscriptions;
 use crate::wire::SocketType;
 
 #[derive(Debug)]
@@ -29,45 +22,27 @@ pub(crate) struct XPub {
     dist: Distributor,
     /// XPUB (its application sees subscriptions) rather than PUB.
     extended: bool,
-    /// XPUB_MANUAL: what each subscriber asked for (the trie holds what the application granted).
-    asked: PeerMap<Subscriptions>,
-    /// XPUB_MANUAL: the subscriber the last received notice came from.
-    last_from: Option<PeerId>,
-    /// XPUB_MANUAL_LAST_VALUE, as the options said at the last subscription change.
-    last_value: bool,
+    /// XPUB_MANUAL's state (feature `draft`).
+    #[cfg(feature = "draft")]
+    manual: super::xpub_manual::Manual,
 }
 
 impl XPub {
     pub fn new(extended: bool) -> Self {
-        XPub { dist: Distributor::default(), extended, asked: PeerMap::default(), last_from: None, last_value: false }
+        XPub {
+            dist: Distributor::default(),
+            extended,
+            #[cfg(feature = "draft")]
+            manual: Default::default(),
+        }
     }
 
-    fn manual(&self, options: &Options) -> bool {
-        self.extended && (options.xpub_manual || options.xpub_manual_last_value)
-    }
-
-    /// XPUB_MANUAL: a change a subscriber asks for is only recorded and passed up, whatever it is.
-    fn asked_for(&mut self, peer: PeerId, topic: &[u8], subscribe: bool, options: &Options) -> Result<(), LimitError> {
-        self.last_value = options.xpub_manual_last_value;
-        let asked = self.asked.entry(peer).or_default();
-        if !subscribe {
-            asked.remove_all(topic);
-            return Ok(());
-        }
-        if !asked.contains(topic) {
-            if let Some(limit) = options.max_subscriptions
-                && asked.len() >= limit
-            {
-                return Err(LimitError::Subscriptions { limit });
-            }
-            if let Some(limit) = options.max_subscription_bytes
-                && asked.bytes() + topic.len() > limit
-            {
-                return Err(LimitError::SubscriptionBytes { limit });
-            }
-        }
-        asked.insert_once(topic);
-        Ok(())
+    /// XPUB_MANUAL or XPUB_MANUAL_LAST_VALUE on an XPUB (never without feature `draft`).
+    fn manual(&self, _options: &Options) -> bool {
+        #[cfg(feature = "draft")]
+        return self.extended && super::xpub_manual::on(_options);
+        #[cfg(not(feature = "draft"))]
+        false
     }
 
     fn notice(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Option<Notice> {
@@ -85,15 +60,10 @@ impl Pattern for XPub {
     }
 
     fn detached(&mut self, id: PeerId, _: bool, options: &Options, notices: &mut Vec<Notice>) {
-        if self.last_from == Some(id) {
-            self.last_from = None;
-        }
-        if let Some(asked) = self.asked.remove(&id) {
+        #[cfg(feature = "draft")]
+        if let Some(topics) = self.manual.left(id) {
             self.dist.leave(id);
-            // In libzmq's order: its trie is walked in byte order.
-            let mut topics: Vec<&Bytes> = asked.iter().collect();
-            topics.sort();
-            notices.extend(topics.into_iter().filter_map(|topic| self.notice(id, topic, false)));
+            notices.extend(topics.iter().filter_map(|topic| self.notice(id, topic, false)));
             return;
         }
         for (topic, change) in self.dist.leave(id) {
@@ -105,9 +75,8 @@ impl Pattern for XPub {
 
     #[inline]
     fn send(&mut self, _: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
-        if self.last_value
-            && let Some(to) = self.last_from.take()
-        {
+        #[cfg(feature = "draft")]
+        if let Some(to) = self.manual.last_value_target() {
             return Ok(self.dist.publish_to(to, msg, flags.xpub_nodrop()));
         }
         Ok(self.dist.publish(msg, flags.xpub_nodrop(), flags.invert_matching()))
@@ -115,28 +84,29 @@ impl Pattern for XPub {
 
     /// An XPUB's receive notes who sent what it takes, for XPUB_MANUAL's `subscribe`.
     fn recv_rule(&self) -> RecvRule {
-        if self.extended { RecvRule::Stateful } else { RecvRule::NotSupported }
+        match self.extended {
+            true if cfg!(feature = "draft") => RecvRule::Stateful,
+            true => RecvRule::AsQueued,
+            false => RecvRule::NotSupported,
+        }
     }
 
-    fn on_recv(&mut self, from: PeerId, msg: Message, _: bool) -> Option<Message> {
-        self.last_from = Some(from);
+    fn on_recv(&mut self, _from: PeerId, msg: Message, _: bool) -> Option<Message> {
+        #[cfg(feature = "draft")]
+        {
+            self.manual.last_from = Some(_from);
+        }
         Some(msg)
     }
 
     /// XPUB_MANUAL: subscribes (or unsubscribes) the subscriber of the last notice received; a
     /// no-op when there is none. Without XPUB_MANUAL an XPUB takes no subscriptions (EINVAL).
-    fn local_subscription(&mut self, _: &Peers, topic: &[u8], subscribe: bool, options: &Options) -> Result<()> {
+    fn local_subscription(&mut self, _: &Peers, _topic: &[u8], _subscribe: bool, options: &Options) -> Result<()> {
         if !self.manual(options) {
             return Err(Error::InvalidArgument("an XPUB subscribes its peers only with XPUB_MANUAL"));
         }
-        self.last_value = options.xpub_manual_last_value;
-        let Some(peer) = self.last_from else { return Ok(()) };
-        if subscribe {
-            // What the application grants is not bounded by the peer's limits: it is its own call.
-            self.dist.subscribe(peer, topic, Limits::default()).map_err(|_| Error::InvalidState)?;
-        } else {
-            self.dist.unsubscribe(peer, topic);
-        }
+        #[cfg(feature = "draft")]
+        self.grant(_topic, _subscribe, options)?;
         Ok(())
     }
 
@@ -147,10 +117,46 @@ impl Pattern for XPub {
         subscribe: bool,
         options: &Options,
     ) -> Result<Option<Notice>, LimitError> {
+        #[cfg(feature = "draft")]
         if self.manual(options) {
-            self.asked_for(peer, topic, subscribe, options)?;
+            self.manual.asked_for(peer, topic, subscribe, options)?;
             return Ok(self.notice(peer, topic, subscribe));
         }
+        self.automatic(peer, topic, subscribe, options)
+    }
+
+    fn topics_count(&self) -> Option<usize> {
+        Some(self.dist.topics())
+    }
+
+    fn socket_type(&self) -> SocketType {
+        if self.extended { SocketType::XPub } else { SocketType::Pub }
+    }
+}
+
+impl XPub {
+    /// XPUB_MANUAL: the application grants (or takes back) `topic` to the sender of the last notice.
+    #[cfg(feature = "draft")]
+    fn grant(&mut self, topic: &[u8], subscribe: bool, options: &Options) -> Result<()> {
+        self.manual.last_value = options.xpub_manual_last_value;
+        let Some(peer) = self.manual.last_from else { return Ok(()) };
+        if subscribe {
+            // What the application grants is not bounded by the peer's limits: it is its own call.
+            self.dist.subscribe(peer, topic, Limits::default()).map_err(|_| Error::InvalidState)?;
+        } else {
+            self.dist.unsubscribe(peer, topic);
+        }
+        Ok(())
+    }
+
+    /// A subscriber's change, applied: the notice for the application, if it is told of it.
+    fn automatic(
+        &mut self,
+        peer: PeerId,
+        topic: &[u8],
+        subscribe: bool,
+        options: &Options,
+    ) -> Result<Option<Notice>, LimitError> {
         let tell = if subscribe {
             let limits = Limits { count: options.max_subscriptions, bytes: options.max_subscription_bytes };
             match self.dist.subscribe(peer, topic, limits)? {
@@ -168,14 +174,6 @@ impl Pattern for XPub {
             }
         };
         Ok(if tell { self.notice(peer, topic, subscribe) } else { None })
-    }
-
-    fn topics_count(&self) -> Option<usize> {
-        Some(self.dist.topics())
-    }
-
-    fn socket_type(&self) -> SocketType {
-        if self.extended { SocketType::XPub } else { SocketType::Pub }
     }
 }
 

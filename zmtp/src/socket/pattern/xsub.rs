@@ -77,7 +77,14 @@ impl Pattern for XSub {
     }
 
     fn local_subscription(&mut self, peers: &Peers, topic: &[u8], subscribe: bool, options: &Options) -> Result<()> {
-        self.change(peers, topic, subscribe, options.xsub_verbose_unsubscribe);
+        #[cfg(feature = "draft")]
+        let verbose = options.xsub_verbose_unsubscribe;
+        #[cfg(not(feature = "draft"))]
+        let verbose = {
+            let _ = options;
+            false
+        };
+        self.change(peers, topic, subscribe, verbose);
         Ok(())
     }
 
