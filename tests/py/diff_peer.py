@@ -127,6 +127,7 @@ BOOL_OPTIONS = {
     "xsub_verbose_unsubscribe": 115,
     "xpub_manual": zmq.XPUB_MANUAL,
     "xpub_manual_last_value": 98,
+    "only_first_subscribe": 108,
 }
 
 DRAFT = {number for name, number in TYPES.items() if number >= 12}

@@ -560,6 +560,57 @@ const XPUB_MANUAL: Script = &[
     "recvwait s 100",
 ];
 
+/// Subscriptions inside multipart messages, frame by frame as libzmq reads them (XSUB sending, XPUB
+/// receiving), then the same with ONLY_FIRST_SUBSCRIBE on both.
+const MULTIPART_SUBSCRIPTIONS: Script = &[
+    "new p XPUB",
+    "new x XSUB",
+    "bind p",
+    "connect x $p",
+    "handshakes p 1 5000",
+    "handshakes x 1 5000",
+    "send x 0141 0142",
+    "recvwait p 5000",
+    "recvwait p 5000",
+    "send x 'ABC' 0143",
+    "recvwait p 5000",
+    "send x 0144 'xyz' 0044",
+    "recvwait p 5000",
+    "recvwait p 5000",
+    "send x 0041 0145",
+    "recvwait p 5000",
+    "recvwait p 5000",
+    "topics p",
+    "topics x",
+    "recvwait p 100",
+];
+
+const ONLY_FIRST_SUBSCRIBE: Script = &[
+    "new p XPUB only_first_subscribe=1",
+    "new x XSUB only_first_subscribe=1",
+    "bind p",
+    "connect x $p",
+    "handshakes p 1 5000",
+    "handshakes x 1 5000",
+    "send x 0141 0142",
+    "recvwait p 5000",
+    "recvwait p 5000",
+    "send x 'ABC' 0143",
+    "recvwait p 5000",
+    "send x 0144 'xyz' 0044",
+    "recvwait p 5000",
+    "recvwait p 5000",
+    "topics p",
+    "topics x",
+    "recvwait p 100",
+];
+
+#[tokio::test]
+async fn subscriptions_inside_multipart_messages() {
+    bounded(check("multipart subscriptions", MULTIPART_SUBSCRIPTIONS)).await;
+    bounded(check("ONLY_FIRST_SUBSCRIBE", ONLY_FIRST_SUBSCRIBE)).await;
+}
+
 #[tokio::test]
 async fn xpub_manual() {
     bounded(check("XPUB_MANUAL", XPUB_MANUAL)).await;

@@ -126,6 +126,10 @@ pub(crate) struct Options {
     /// to the subscriber it came from.
     #[cfg(feature = "draft")]
     pub xpub_manual_last_value: bool,
+    /// ZMQ_ONLY_FIRST_SUBSCRIBE (XPUB, XSUB): in a multipart message only the first frame may be a
+    /// subscription (unless it is one, when the rest are looked at too, as libzmq does).
+    #[cfg(feature = "draft")]
+    pub only_first_subscribe: bool,
     /// ZMQ_CONNECT_ROUTING_ID: the routing id a ROUTER gives the peer of its next `connect`.
     pub connect_routing_id: Option<Bytes>,
     /// ZMQ_TCP_KEEPALIVE: `None` = OS default (-1), else on/off.
@@ -215,6 +219,8 @@ impl Default for Options {
             xpub_manual: false,
             #[cfg(feature = "draft")]
             xpub_manual_last_value: false,
+            #[cfg(feature = "draft")]
+            only_first_subscribe: false,
             connect_routing_id: None,
             tcp_keepalive: None,
             tcp_keepalive_idle: None,

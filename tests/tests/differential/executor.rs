@@ -218,6 +218,7 @@ impl Zmtp {
                         "xpub_verboser" => socket.set_xpub_verboser(on),
                         "xpub_manual" => socket.set_xpub_manual(on),
                         "xpub_manual_last_value" => socket.set_xpub_manual_last_value(on),
+                        "only_first_subscribe" => socket.set_only_first_subscribe(on),
                         other => panic!("unknown option {other}"),
                     }
                 }

@@ -62,6 +62,10 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn deliver(&self, peer: PeerId, batch: &mut VecDeque<Message>) -> impl Future<Output = ()> + Send;
     /// A SUBSCRIBE/CANCEL from the peer; an error closes the connection.
     fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError>;
+    /// [`Host::peer_subscription`], handing the application's notice back instead of queueing it
+    /// (a subscription frame inside a multipart message: XPUB_ONLY_FIRST_SUBSCRIBE's rules).
+    #[cfg(feature = "draft")]
+    fn subscription_notice(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<Option<Message>, LimitError>;
     /// A JOIN/LEAVE from the peer (RADIO); an error closes the connection.
     #[cfg_attr(not(feature = "draft"), allow(dead_code))]
     fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> Result<(), LimitError>;

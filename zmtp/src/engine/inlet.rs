@@ -33,6 +33,10 @@ impl<H: Host> Inlet<H> {
             if msg.len() == 1 && matches!(msg[0].first(), Some(0 | 1)) {
                 return Some(msg);
             }
+            // Frames of a multipart message may be subscriptions too (feature `draft`).
+            if cfg!(feature = "draft") && msg.len() > 1 && msg.iter().any(|f| matches!(f.first(), Some(0 | 1))) {
+                return Some(msg);
+            }
             // A RADIO hears only JOIN/LEAVE commands, PUB only subscriptions (radio.cpp, pub.cpp).
             if self.core.socket_type() != SocketType::XPub {
                 return None;
@@ -44,7 +48,46 @@ impl<H: Host> Inlet<H> {
 
     /// Applies a subscription that [`Inlet::message`] handed back.
     pub async fn subscription_message(&self, msg: Message, batch: &mut VecDeque<Message>) -> Result<(), LimitError> {
+        #[cfg(feature = "draft")]
+        if msg.len() > 1 {
+            return self.multipart(msg, batch).await;
+        }
         self.subscription(&msg[0][1..], msg[0][0] == 1, batch).await
+    }
+
+    /// A multipart message to a PUB/XPUB, frame by frame as libzmq's xpub.cpp reads it (see
+    /// [`crate::link::subscription`]): each subscription frame is applied, and an XPUB's
+    /// application gets what libzmq's would — the data frames so far with the notice as the last
+    /// frame, or the data frames alone (a PUB: nothing).
+    #[cfg(feature = "draft")]
+    async fn multipart(&self, msg: Message, batch: &mut VecDeque<Message>) -> Result<(), LimitError> {
+        let xpub = self.core.socket_type() == SocketType::XPub;
+        let only_first = self.core.options_snapshot().only_first_subscribe;
+        let mut rule = crate::link::subscription::FrameRule::new(only_first);
+        let mut current = Message::new();
+        for frame in msg.into_frames() {
+            match rule.next(&frame) {
+                Some((topic, subscribe)) => {
+                    if let Some(notice) = self.core.subscription_notice(self.peer, topic, subscribe)? {
+                        // libzmq queues the notice with no MORE flag: it ends the message so far.
+                        current.push(notice.into_frames().into_iter().next().unwrap_or_default());
+                        batch.push_back(std::mem::take(&mut current));
+                    }
+                }
+                None => {
+                    current.push(frame);
+                }
+            }
+        }
+        // A PUB takes nothing but subscriptions; its notices are none (see XPub::notice).
+        if !current.is_empty() && xpub {
+            batch.push_back(current);
+        }
+        self.flush(batch).await;
+        if xpub {
+            self.core.wait_below_hwm(self.peer).await;
+        }
+        Ok(())
     }
 
     /// A SUBSCRIBE/CANCEL from the peer; ignored unless this socket publishes. Over the peer's

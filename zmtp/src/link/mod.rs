@@ -6,4 +6,6 @@
 pub(crate) mod live;
 pub(crate) mod peer_id;
 pub(crate) mod pipe;
+#[cfg(feature = "draft")]
+pub(crate) mod subscription;
 pub(crate) mod waiters;

@@ -307,14 +307,24 @@ impl Core {
     }
 
     pub fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> Result<(), LimitError> {
+        if let Some(notice) = self.subscription_notice(peer, topic, subscribe)? {
+            self.inbox.push_unbounded(peer, notice);
+        }
+        Ok(())
+    }
+
+    /// Applies a subscription change from `peer`; the notice for the application, if it is told.
+    pub fn subscription_notice(
+        &self,
+        peer: PeerId,
+        topic: &[u8],
+        subscribe: bool,
+    ) -> Result<Option<Message>, LimitError> {
         #[cfg(feature = "draft")]
         self.tell_subscription(peer, topic, subscribe);
         let options = self.options_snapshot();
         let notice = self.state().pattern.peer_subscription(peer, topic, subscribe, &options)?;
-        if let Some((from, notice)) = notice {
-            self.inbox.push_unbounded(from, notice);
-        }
-        Ok(())
+        Ok(notice.map(|(_, notice)| notice))
     }
 
     /// SUB/XSUB: subscribe/unsubscribe locally and tell every publisher (see [`super::pattern::xsub`]);
@@ -369,7 +379,9 @@ impl Core {
         }
         #[cfg(feature = "draft")]
         if self.socket_type == SocketType::XSub {
-            flags.xsub_verbose_unsubscribe = self.options().xsub_verbose_unsubscribe;
+            let o = self.options();
+            (flags.xsub_verbose_unsubscribe, flags.only_first_subscribe) =
+                (o.xsub_verbose_unsubscribe, o.only_first_subscribe);
         }
         flags
     }
@@ -505,6 +517,15 @@ impl Host for Core {
     }
     fn peer_subscription(&self, peer: PeerId, topic: &[u8], subscribe: bool) -> std::result::Result<(), LimitError> {
         Core::peer_subscription(self, peer, topic, subscribe)
+    }
+    #[cfg(feature = "draft")]
+    fn subscription_notice(
+        &self,
+        peer: PeerId,
+        topic: &[u8],
+        subscribe: bool,
+    ) -> std::result::Result<Option<Message>, LimitError> {
+        Core::subscription_notice(self, peer, topic, subscribe)
     }
     fn peer_group(&self, peer: PeerId, group: &[u8], join: bool) -> std::result::Result<(), LimitError> {
         Core::peer_group(self, peer, group, join)

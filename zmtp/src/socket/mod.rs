@@ -589,6 +589,14 @@ impl Socket {
         xpub_manual_last_value, set_xpub_manual_last_value, xpub_manual_last_value: bool);
     #[cfg(feature = "draft")]
     option!(
+        /// ZMQ_ONLY_FIRST_SUBSCRIBE (XPUB, XSUB): in a multipart message only the first frame may
+        /// be a subscription; when it is not, the rest are plain data. By default, as in libzmq,
+        /// any frame starting with `\x01` or `\x00` of a message an XSUB sends (or an XPUB
+        /// receives) is a subscription or a cancel, and an XPUB's application receives the data
+        /// frames before it with the notice as their last frame. Default off.
+        only_first_subscribe, set_only_first_subscribe, only_first_subscribe: bool);
+    #[cfg(feature = "draft")]
+    option!(
         /// ZMQ_XSUB_VERBOSE_UNSUBSCRIBE (XSUB): send every unsubscribe upstream, not only the one
         /// that drops a topic's last reference. Default off.
         xsub_verbose_unsubscribe, set_xsub_verbose_unsubscribe, xsub_verbose_unsubscribe: bool);

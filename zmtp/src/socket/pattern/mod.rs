@@ -80,6 +80,8 @@ pub(crate) struct SendFlags<'a> {
     pub req_relaxed: bool,
     pub req_correlate: bool,
     pub xsub_verbose_unsubscribe: bool,
+    #[cfg_attr(not(feature = "draft"), allow(dead_code))]
+    pub only_first_subscribe: bool,
 }
 
 /// All options off (tests build other flags from it).
@@ -98,7 +100,13 @@ impl Default for SendFlags<'static> {
 
 impl<'a> SendFlags<'a> {
     pub fn new(hot: &'a HotOptions) -> Self {
-        SendFlags { hot, req_relaxed: false, req_correlate: false, xsub_verbose_unsubscribe: false }
+        SendFlags {
+            hot,
+            req_relaxed: false,
+            req_correlate: false,
+            xsub_verbose_unsubscribe: false,
+            only_first_subscribe: false,
+        }
     }
 
     /// IMMEDIATE: queue only for connected peers.

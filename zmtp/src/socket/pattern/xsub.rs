@@ -56,6 +56,32 @@ impl XSub {
     }
 }
 
+#[cfg(feature = "draft")]
+impl XSub {
+    /// A multipart message, frame by frame as libzmq's xsub.cpp reads it (see
+    /// [`crate::link::subscription`]): its subscriptions count here and travel upstream inside it,
+    /// and an unsubscribe that drops no last reference (without XSUB_VERBOSE_UNSUBSCRIBE) is taken
+    /// out of it.
+    fn multipart(&mut self, msg: Message, flags: &SendFlags<'_>) -> Message {
+        let mut rule = crate::link::subscription::FrameRule::new(flags.only_first_subscribe);
+        let mut out = Message::new();
+        for frame in msg.into_frames() {
+            let keep = match rule.next(&frame) {
+                Some((topic, true)) => {
+                    self.subscriptions.add(topic);
+                    true
+                }
+                Some((topic, false)) => self.subscriptions.remove(topic) || flags.xsub_verbose_unsubscribe,
+                None => true,
+            };
+            if keep {
+                out.push(frame);
+            }
+        }
+        out
+    }
+}
+
 impl Pattern for XSub {
     fn attached(&mut self, peers: &Peers, id: PeerId, _: Option<Bytes>, _: &Options) {
         if let Some(p) = peers.map.get(&id) {
@@ -72,6 +98,10 @@ impl Pattern for XSub {
         if let Some((topic, subscribe)) = as_subscription(&msg) {
             self.change(peers, topic, subscribe, flags.xsub_verbose_unsubscribe);
             return Ok(TrySend::Sent);
+        }
+        #[cfg(feature = "draft")]
+        if msg.len() > 1 {
+            return Ok(dist::to_all(peers, self.multipart(msg, flags)));
         }
         Ok(dist::to_all(peers, msg))
     }
