@@ -86,10 +86,19 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, out: &OutPipe) -> Result<(
         let more = out.drain(&mut items);
         let taken = message_bytes(&items);
         for item in items.drain(..) {
-            if let Outbound::Message(msg) = item {
-                for frame in msg.iter() {
-                    wr.write_all(frame).await?;
+            match item {
+                // STREAM's close: everything queued before it is written, then the connection ends.
+                Outbound::Message(msg) if msg.is_empty() => {
+                    wr.flush().await?;
+                    out.written(taken);
+                    return Err(ConnectionError::SocketClosed);
                 }
+                Outbound::Message(msg) => {
+                    for frame in msg.iter() {
+                        wr.write_all(frame).await?;
+                    }
+                }
+                _ => {}
             }
         }
         wr.flush().await?;

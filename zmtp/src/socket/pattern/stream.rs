@@ -17,6 +17,7 @@ use super::router::Router;
 use super::{Notice, Pattern, RecvRule, SendFlags, TrySend};
 use crate::error::{ConnectionError, Error, Result};
 use crate::link::peer_id::{PeerId, PeerMap};
+use crate::link::pipe::Outbound;
 use crate::message::Message;
 use crate::options::Options;
 use crate::socket::peers::Peers;
@@ -87,11 +88,13 @@ impl Pattern for Stream {
             return Err(Error::HostUnreachable(rid));
         };
         if msg.len() == 1 && msg[0].is_empty() {
-            // An empty message closes the connection, and what is still queued for it goes too;
-            // a connect-side one is not remade.
+            // An empty message closes the connection once what was queued before it is written
+            // (libzmq may drop that; a server that answers and hangs up wants it sent); a
+            // connect-side one is not remade. The marker is a message of no frames, which nothing
+            // else queues, past the HWM as a command is.
             self.closed_here.insert(id);
             p.persistent = false;
-            p.kill.cancel();
+            p.out.push_command(Outbound::Message(Message::new()));
             return Ok(TrySend::Sent);
         }
         match p.out.try_push(msg) {
@@ -159,7 +162,8 @@ mod tests {
         // We close: not announced, and the slot is no longer kept.
         let close = Message::from_frames([rid.clone(), Bytes::new()]);
         assert!(matches!(s.send(&mut peers, close, &SendFlags::default()), Ok(TrySend::Sent)));
-        assert!(peers.map[&1].kill.is_cancelled() && !peers.map[&1].persistent);
+        assert!(!peers.map[&1].persistent);
+        assert_eq!(taken(&peers, 1), [Vec::<String>::new()], "a close marker follows what was queued");
         assert!(leave(&mut s, &mut peers, 1, false, &o).is_empty());
     }
 
