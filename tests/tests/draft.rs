@@ -26,7 +26,8 @@ enum Mode {
 const MODES: [Mode; 4] = [Mode::Libzmq, Mode::Zmtp, Mode::Mixed(true), Mode::Mixed(false)];
 
 /// A scenario line: `bind S` binds S on the run's transport, `bindudp S unicast|multicast` binds
-/// a DISH on a fresh udp:// port (multicast: a group joined on the loopback interface), `$S` is
+/// a DISH on a fresh udp:// port (multicast: a group joined on the loopback interface, named by
+/// its address), `$S` is
 /// S's bound endpoint, and
 /// `settle R D GROUP` sends probes from RADIO R until DISH D receives one (a JOIN travels on its
 /// own time, as a SUBSCRIBE does). Receives skip such probes (body `ff`).
@@ -104,7 +105,9 @@ impl Run<'_> {
                 let port = free_port();
                 let endpoint = match w[2] {
                     "unicast" => format!("udp://127.0.0.1:{port}"),
-                    _ => format!("udp://lo;239.192.{}.{}:{port}", port >> 8, port & 0xff),
+                    // The loopback interface by its address: its name needs getifaddrs, which
+                    // qemu-user (CI's armv7 leg) does not carry through.
+                    _ => format!("udp://127.0.0.1;239.192.{}.{}:{port}", port >> 8, port & 0xff),
                 };
                 // libzmq reports a udp bind without its scheme ("127.0.0.1:5555"): use ours.
                 let answer = self.ask(&format!("bind {} {endpoint}", w[1])).await;
