@@ -105,8 +105,8 @@ impl Run<'_> {
                 let port = free_port();
                 let endpoint = match w[2] {
                     "unicast" => format!("udp://127.0.0.1:{port}"),
-                    // The loopback interface by its address: its name needs getifaddrs, which
-                    // qemu-user (CI's armv7 leg) does not carry through.
+                    // The loopback interface by its address: by its name (getifaddrs) the zmtp
+                    // RADIO's multicast never arrived under qemu-user, CI's armv7 leg.
                     _ => format!("udp://127.0.0.1;239.192.{}.{}:{port}", port >> 8, port & 0xff),
                 };
                 // libzmq reports a udp bind without its scheme ("127.0.0.1:5555"): use ours.
