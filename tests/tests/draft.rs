@@ -353,6 +353,12 @@ const UDP_MULTICAST: Script = &[
 #[tokio::test]
 async fn radio_and_dish_over_udp() {
     bounded(check("RADIO/DISH over udp", UDP)).await;
+}
+
+/// Multicast on loopback, where the kernel allows it: CI's armv7 leg skips it (under qemu-user a
+/// zmtp RADIO's multicast never arrived, by interface name or by address; unicast does).
+#[tokio::test]
+async fn radio_and_dish_over_udp_multicast() {
     bounded(check("RADIO/DISH over udp multicast", UDP_MULTICAST)).await;
 }
 
