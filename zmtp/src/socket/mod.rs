@@ -242,11 +242,14 @@ impl Socket {
     /// let dish = Socket::new(SocketType::Dish);
     /// dish.join("weather")?;
     /// dish.connect(&endpoint).await?;
-    /// # let mut monitor = radio.monitor();
-    /// # while !matches!(futures::StreamExt::next(&mut monitor).await, Some(zmtp::MonitorEvent::HandshakeSucceeded { .. })) {}
-    /// # tokio::time::sleep(std::time::Duration::from_millis(50)).await; // the JOIN follows the handshake
-    /// radio.send(Message::from("sunny").with_group("weather")).await?;
-    /// let msg = dish.recv().await?;
+    /// // Like PUB, a RADIO drops what it sends before the DISH's JOIN has arrived: repeat until heard.
+    /// let msg = loop {
+    ///     radio.send(Message::from("sunny").with_group("weather")).await?;
+    ///     let wait = std::time::Duration::from_millis(20);
+    ///     if let Ok(received) = tokio::time::timeout(wait, dish.recv()).await {
+    ///         break received?;
+    ///     }
+    /// };
     /// assert_eq!((msg.group().unwrap().as_ref(), msg[0].as_ref()), (&b"weather"[..], &b"sunny"[..]));
     /// # Ok(()) }
     /// ```

@@ -163,9 +163,11 @@ async fn send(socket: &UdpSocket, attached: &Attached, kill: &CancellationToken,
         let more = attached.out.drain(&mut items);
         let taken = message_bytes(&items);
         for item in items.drain(..) {
+            // A RADIO queues its wire form here, group then body; nothing else comes.
             let Outbound::Message(msg) = item else { continue };
+            let (Some(group), body) = (msg.first(), msg.frames().get(1)) else { continue };
             buf.clear();
-            match datagram::encode(&msg[0], msg.frames().get(1).map_or(&[][..], |b| &b[..]), &mut buf) {
+            match datagram::encode(group, body.map_or(&[][..], |b| &b[..]), &mut buf) {
                 // A unicast destination with nobody listening answers with ICMP, which shows as an
                 // error on a later send: datagrams are fire-and-forget, so it is only traced.
                 Ok(()) => {
