@@ -12,7 +12,7 @@ use chp::command::Update;
 use chp::{Client, ClientError, Event, GapPolicy, KvMsg, ServerLoss, Snapshot, Status};
 use common::*;
 use zmtp::MonitorEvent;
-use zmtp_testkit::{bounded, eventually, step};
+use zmtp_testkit::{STEP, bounded, eventually, step};
 
 fn kv(m: &KvMsg) -> (String, String, u64) {
     (String::from_utf8_lossy(&m.key).into_owned(), String::from_utf8_lossy(&m.body).into_owned(), m.sequence)
@@ -515,7 +515,14 @@ async fn set_waits_for_sync_carries_a_uuid_and_returns_the_sequence() {
     bounded(async {
         let fake = Fake::bind().await;
         let mut collector_events = fake.collector.monitor();
-        let client = Client::start(options(&fake.address, "/a/")).unwrap();
+        // This fake sends no HUGZ, so a long server TTL keeps the client on it, and a short
+        // retransmit interval covers a KVSET the client's PUB drops (see below).
+        let client = Client::start(
+            options(&fake.address, "/a/")
+                .server_ttl(Duration::from_secs(60))
+                .set_timing(Duration::from_millis(200), STEP),
+        )
+        .unwrap();
         let pending = tokio::spawn({
             let client = client.clone();
             async move { client.set("/a/k", "v", Some(Duration::from_secs(30))).await }
@@ -523,9 +530,11 @@ async fn set_waits_for_sync_carries_a_uuid_and_returns_the_sequence() {
         let (id, subtree) = fake.await_icanhaz().await;
         assert_eq!(subtree.as_bytes(), b"/a/");
         // The fake's collector is a SUB: the client's PUB drops a KVSET sent before the fake's
-        // subscription reached it (ZeroMQ's slow joiner), and this fake sends no HUGZ to outlast
-        // the retransmit. So the snapshot that lets the client send goes out only once the
-        // collector's connection is up (its SUBSCRIBE follows the handshake on that connection).
+        // subscription reached it (ZeroMQ's slow joiner). The snapshot that lets the client send
+        // goes out once the collector's connection is up, but the client's PUB may read the
+        // SUBSCRIBE that follows the handshake only after its first KVSET (CI saw it under load:
+        // with the 1 s server TTL and 3 s retransmit of the common options, the client gave the
+        // silent fake up before retransmitting); the retransmit is the client's answer to that.
         step("collector connected", async {
             while !matches!(collector_events.next_event().await, Some(MonitorEvent::HandshakeSucceeded { .. })) {}
         })
