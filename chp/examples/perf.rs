@@ -195,7 +195,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 4. Snapshots of 100k and 1M keys.
     let loader = Socket::new(SocketType::Pub);
+    // Unbounded on our side (messages and bytes: zmtp's 128 MiB default per peer would drop part of
+    // a million 100 B updates queued at once); the server's collector applies backpressure.
     loader.set_sndhwm(0);
+    loader.set_sndhwm_bytes(0);
     loader.connect(&addr.collector()).await?;
     let watcher = Client::start(options(&addr, "/lat/"))?;
     watcher.synced().await?;
