@@ -17,8 +17,8 @@
 //! assert!(subtree.contains(b"/client/42"));
 //! assert!(Subtree::new("/client").is_err()); // must end in a slash
 //!
-//! let hugz = Update::Hugz.to_message();
-//! assert_eq!(Update::parse(hugz.frames()).unwrap(), Update::Hugz);
+//! let hugz = Update::Hugz { sequence: 7 }.to_message();
+//! assert_eq!(Update::parse(hugz.frames()).unwrap(), Update::Hugz { sequence: 7 });
 //! let kvpub = Update::KvPub(KvMsg::new("/client/42", "x")).to_message();
 //! assert!(matches!(Update::parse(kvpub.frames()).unwrap(), Update::KvPub(m) if m.body == "x"));
 //! ```
@@ -270,32 +270,38 @@ impl SnapshotReply {
 pub enum Update {
     /// KVPUB: a sequenced update (empty body = delete).
     KvPub(KvMsg),
-    /// HUGZ: the server is alive. Its sequence is 0 per spec (the reference sends its current
-    /// sequence); either way it never touches the map.
-    Hugz,
+    /// HUGZ: the server is alive; it never touches the map. 12/CHP gives its sequence as 0; the
+    /// Guide's reference servers (clonesrv6.c, clonesrv6.py) and ours send the server's current
+    /// sequence, which lets a client prove a snapshot exact without asking twice (see the client's
+    /// `sync` module). 0 means "not said".
+    Hugz {
+        /// The server's sequence when it sent this HUGZ (0: not said).
+        sequence: u64,
+    },
 }
 
 impl Update {
     /// Parses a message from the publisher.
     pub fn parse(frames: &[Bytes]) -> Result<Update, CommandError> {
         let msg = KvMsg::parse(frames)?;
-        Ok(if msg.key == HUGZ { Update::Hugz } else { Update::KvPub(msg) })
+        Ok(if msg.key == HUGZ { Update::Hugz { sequence: msg.sequence } } else { Update::KvPub(msg) })
     }
 
-    /// The five frames. HUGZ is `["HUGZ", 0u64, "", "", ""]`.
+    /// The five frames. HUGZ is `["HUGZ", sequence u64, "", "", ""]`.
     pub fn to_message(&self) -> Message {
         match self {
             Update::KvPub(msg) => msg.to_message(),
-            Update::Hugz => hugz_message(),
+            Update::Hugz { sequence } => hugz_message(*sequence),
         }
     }
 }
 
-/// The HUGZ heartbeat as sent: `["HUGZ", 0u64, "", "", ""]`.
-pub fn hugz_message() -> Message {
+/// The HUGZ heartbeat as sent: `["HUGZ", sequence u64, "", "", ""]`, `sequence` being the server's
+/// current one (as the Guide's reference servers send it; 12/CHP shows 0).
+pub fn hugz_message(sequence: u64) -> Message {
     Message::from(vec![
         Bytes::from_static(HUGZ.as_bytes()),
-        sequence_frame(0),
+        sequence_frame(sequence),
         Bytes::new(),
         Bytes::new(),
         Bytes::new(),
@@ -370,9 +376,12 @@ mod tests {
 
     #[test]
     fn hugz_and_reserved_keys() {
-        let h = hugz_message();
+        let h = hugz_message(0);
         assert_eq!(h[1].as_ref(), &[0u8; 8]);
-        assert_eq!(Update::parse(h.frames()).unwrap(), Update::Hugz);
+        assert_eq!(Update::parse(h.frames()).unwrap(), Update::Hugz { sequence: 0 });
+        let h = hugz_message(0x0102);
+        assert_eq!(h[1].as_ref(), &[0, 0, 0, 0, 0, 0, 1, 2], "big-endian, as every sequence");
+        assert_eq!(Update::parse(h.frames()).unwrap(), Update::Hugz { sequence: 0x0102 });
         assert!(matches!(KvSet::parse(h.frames()), Err(CommandError::ReservedKey(_))));
         let k = KvMsg::new(KTHXBAI, "x").to_message();
         assert!(matches!(KvSet::parse(k.frames()), Err(CommandError::ReservedKey(_))));

@@ -53,7 +53,7 @@ async fn late_joiner_gets_its_subtree_then_every_update_once_in_order() {
         }
         assert_eq!(seen, owned(&[("/a/3", "3", 5), ("/a/1", "x", 7), ("/a/3", "", 8)]));
         while let Ok(m) = raw.sub.try_recv() {
-            assert_eq!(Update::parse(m.frames()).unwrap(), Update::Hugz, "nothing else for this subtree");
+            assert!(matches!(Update::parse(m.frames()).unwrap(), Update::Hugz { .. }), "nothing else for this subtree");
         }
 
         let whole = client(&addr, "").await;
@@ -230,7 +230,7 @@ async fn subtree_client_is_isolated_gets_hugz_and_stays_up_while_idle() {
         let mut hugz = 0;
         loop {
             match raw.next_update().await {
-                Update::Hugz => hugz += 1,
+                Update::Hugz { .. } => hugz += 1,
                 Update::KvPub(m) => {
                     assert_eq!(kv(&m), ("/mine/k".to_owned(), "w".to_owned(), n + 2));
                     break;
@@ -327,7 +327,10 @@ async fn hugz_keeps_arriving_under_load_and_never_changes_the_map() {
                 let msg = raw.sub.recv().await.unwrap();
                 let m = KvMsg::parse(msg.frames()).unwrap();
                 if m.key == "HUGZ" {
-                    assert_eq!((m.sequence, m.uuid, m.body.len()), (0, None, 0));
+                    assert_eq!((m.uuid, m.body.len()), (None, 0));
+                    // The server's sequence when it sent it (as the Guide's servers send HUGZ):
+                    // that of the update it published last.
+                    assert!(last_seq == 0 || m.sequence == last_seq, "HUGZ at {} after {last_seq}", m.sequence);
                     assert!(m.properties.is_empty());
                     hugz.push((Instant::now(), updates));
                 } else {
@@ -556,6 +559,27 @@ async fn set_waits_for_sync_carries_a_uuid_and_returns_the_sequence() {
         assert!(matches!(client.set("/b/k", "v", None).await, Err(ClientError::OutsideSubtree { .. })));
         assert!(matches!(client.set("HUGZ", "x", None).await, Err(ClientError::InvalidKey { .. })));
         assert!(matches!(client.set("", "x", None).await, Err(ClientError::InvalidKey { .. })));
+    })
+    .await;
+}
+
+/// A quiet server's HUGZ carries its sequence, which proves a client's snapshot exact: a client
+/// syncs with one snapshot, not two (it used to ask again whenever a HUGZ came first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_servers_hugz_proves_the_snapshot_so_one_is_enough() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let writer = client(&addr, "").await;
+        for i in 0..3 {
+            writer.set(format!("/k/{i}"), "v", None).await.unwrap();
+        }
+        let served = server.stats().snapshots;
+        let reader = client(&addr, "/k/").await;
+        assert!(matches!(reader.status(), Status::Active(_)));
+        assert_eq!(reader.len(), 3);
+        eventually("the snapshot counted", || server.stats().snapshots > served).await;
+        assert_eq!(server.stats().snapshots, served + 1, "one snapshot for the sync");
     })
     .await;
 }

@@ -645,7 +645,7 @@ async fn a_stuck_peer_snapshot_times_out_without_blocking_heartbeats_and_a_parti
             async move {
                 loop {
                     let _ = state.send("3").await;
-                    let _ = publisher.send(hugz_message()).await;
+                    let _ = publisher.send(hugz_message(0)).await;
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
@@ -849,7 +849,7 @@ async fn a_server_that_never_answers_is_left_and_its_late_answer_never_arrives()
             let publisher = a.publisher.clone();
             async move {
                 loop {
-                    let _ = publisher.send(hugz_message()).await;
+                    let _ = publisher.send(hugz_message(0)).await;
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }

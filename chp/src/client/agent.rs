@@ -396,7 +396,9 @@ impl Agent {
                 Heard::Proven(m) => {
                     // The subscription was live in time: the snapshot was exact.
                     self.status.send_replace(Status::Active(server.clone()));
-                    self.apply(m)?;
+                    if let Some(m) = m {
+                        self.apply(m)?;
+                    }
                 }
                 Heard::AskAgain => ask_again = true,
             }
@@ -441,7 +443,8 @@ impl Agent {
             // Keys that queued updates newer than the snapshot will set: reported by them.
             let superseded: HashSet<_> =
                 queued.iter().filter(|m| m.sequence > sequence).map(|m| m.key.clone()).collect();
-            replica.load(entries, sequence, &superseded, &mut changes);
+            let listened = self.events.receiver_count() > 0;
+            replica.load(entries, sequence, &superseded, listened.then_some(&mut changes));
             for change in changes {
                 self.emit(change);
             }

@@ -12,8 +12,9 @@
 //! 3. Asking before the subscription is live opens the race of zguide issue #818 (an update
 //!    published after the snapshot but before the server had the subscription is in neither), so
 //!    the snapshot counts as exact only once the subscriber's first message proves it: a KVPUB
-//!    numbered at most the KTHXBAI's sequence + 1. Anything else (a HUGZ first, a later KVPUB) and
-//!    the client asks once more, on a fresh snapshot socket, now that the subscription is live;
+//!    numbered at most the KTHXBAI's sequence + 1, or a HUGZ the server sent at or before that
+//!    sequence (ours and the Guide's servers put their sequence in HUGZ). Anything else (a HUGZ
+//!    with a later sequence or none, a later KVPUB) and the client asks once more, on a fresh snapshot socket, now that the subscription is live;
 //!    the second snapshot replaces the first (changes reported as events) and is exact. Until
 //!    then the status is [`Status::Loaded`]: [`Client::loaded`] returns (what a one-shot read
 //!    needs), [`Client::synced`] waits for [`Status::Active`] (what a watcher needs).

@@ -8,7 +8,7 @@
 //! | Syncing (early) | KTHXBAI covered by the first message | Active | loads it: `Status::Active` |
 //! | Syncing (early) | KTHXBAI not covered by the first message | Syncing (live), queue kept | asks again |
 //! | Syncing (live) | KTHXBAI | Active | loads it (no second `Synced` after a reload) |
-//! | Loaded | first message a KVPUB covering it | Active | `Status::Active`, applies it |
+//! | Loaded | first message a KVPUB or HUGZ covering it | Active | `Status::Active`, applies a KVPUB |
 //! | Loaded | first message anything else | Syncing (live, reload) | asks again |
 //! | Active | KVPUB | Active | applies it |
 //! | any but Syncing | snapshot reply | same | ignores it |
@@ -18,10 +18,14 @@
 //! HUGZ interval. The price is the subscribe-before-snapshot race (updates published after the
 //! snapshot's sequence `S` but before the server had our subscription are in neither), so such a
 //! snapshot is *loaded* but not exact until the subscriber's first message settles it: a KVPUB
-//! numbered at most `S + 1` proves the subscription was live in time. Anything else (a HUGZ, a
-//! later KVPUB) cannot prove it, so the snapshot is asked for once more on a fresh snapshot socket,
-//! now that the subscription is known to be live: that one is exact. So an attempt takes at most
-//! two snapshots.
+//! numbered at most `S + 1` proves the subscription was live in time, and so does a HUGZ carrying
+//! a sequence `h` with `0 < h <= S` (the server was at `h` when it sent it, so every update after
+//! `h` follows it on this subscription; ours and the Guide's reference servers say their sequence
+//! in HUGZ, 12/CHP's literal HUGZ says 0 and proves nothing). Anything else (a later KVPUB, a
+//! later or silent HUGZ) cannot prove it, so the snapshot is asked for once more on a fresh
+//! snapshot socket, now that the subscription is known to be live: that one is exact. So an
+//! attempt takes at most two snapshots, and against a server that says its sequence in HUGZ, one
+//! unless updates raced the request (a million-key sync of a quiet map used to take two).
 
 use std::collections::BTreeMap;
 
@@ -71,19 +75,29 @@ enum Request {
 enum First {
     /// A KVPUB with this sequence.
     KvPub(u64),
-    /// Anything else (a HUGZ, a message that did not parse).
+    /// A HUGZ sent when the server was at this sequence (0: not said).
+    Hugz(u64),
+    /// A message that did not parse.
     Other,
 }
 
 impl First {
-    fn of(kvpub: Option<&KvMsg>) -> First {
-        kvpub.map_or(First::Other, |m| First::KvPub(m.sequence))
+    fn of(update: Option<&Update>) -> First {
+        match update {
+            Some(Update::KvPub(m)) => First::KvPub(m.sequence),
+            Some(Update::Hugz { sequence }) => First::Hugz(*sequence),
+            None => First::Other,
+        }
     }
 
     /// True when a subscriber whose first message was this one was live for every update after
     /// snapshot `sequence`.
     fn covers(self, sequence: u64) -> bool {
-        matches!(self, First::KvPub(seq) if seq <= sequence.saturating_add(1))
+        match self {
+            First::KvPub(seq) => seq <= sequence.saturating_add(1),
+            First::Hugz(at) => at != 0 && at <= sequence,
+            First::Other => false,
+        }
     }
 }
 
@@ -94,8 +108,9 @@ pub(super) enum Heard {
     Nothing,
     /// Apply this KVPUB.
     Apply(KvMsg),
-    /// The loaded snapshot was exact: the client is active; apply this KVPUB (the one that proved it).
-    Proven(KvMsg),
+    /// The loaded snapshot was exact: the client is active; apply this KVPUB (the one that proved
+    /// it, unless a HUGZ did).
+    Proven(Option<KvMsg>),
     /// The loaded snapshot may have missed updates: ask for it again (the KVPUB, if any, is queued).
     AskAgain,
 }
@@ -145,24 +160,25 @@ impl SyncState {
 
     /// A message on the subscriber socket (`None`: one that did not parse).
     pub(super) fn on_update(&mut self, update: Option<Update>) -> Heard {
+        let first = First::of(update.as_ref());
         let kvpub = match update {
             Some(Update::KvPub(m)) => Some(m),
-            Some(Update::Hugz) | None => None,
+            Some(Update::Hugz { .. }) | None => None,
         };
         match self {
             SyncState::Syncing(syncing) => {
-                if let Request::Early { first: first @ None } = &mut syncing.request {
-                    *first = Some(First::of(kvpub.as_ref()));
+                if let Request::Early { first: noted @ None } = &mut syncing.request {
+                    *noted = Some(first);
                 }
                 syncing.queued.extend(kvpub);
                 Heard::Nothing
             }
-            SyncState::Loaded { sequence } => match kvpub {
-                Some(m) if First::KvPub(m.sequence).covers(*sequence) => {
+            SyncState::Loaded { sequence } => match first.covers(*sequence) {
+                true => {
                     *self = SyncState::Active;
-                    Heard::Proven(m)
+                    Heard::Proven(kvpub)
                 }
-                _ => {
+                false => {
                     // Loaded a snapshot the subscription may have missed updates after.
                     *self = SyncState::Syncing(Syncing {
                         entries: BTreeMap::new(),
@@ -267,15 +283,29 @@ mod tests {
             let mut state = SyncState::Loaded { sequence: 7 };
             assert_eq!(
                 state.on_update(Some(Update::KvPub(kvpub("a", "1", next)))),
-                Heard::Proven(kvpub("a", "1", next))
+                Heard::Proven(Some(kvpub("a", "1", next)))
             );
             assert!(matches!(state, SyncState::Active));
         }
     }
 
     #[test]
-    fn a_loaded_snapshot_is_asked_again_after_a_hugz_a_later_kvpub_or_garbage() {
-        for first in [Some(Update::Hugz), Some(Update::KvPub(kvpub("a", "1", 9))), None] {
+    fn a_loaded_snapshot_is_proven_by_a_hugz_the_server_sent_at_or_before_it() {
+        for at in [1, 6, 7] {
+            let mut state = SyncState::Loaded { sequence: 7 };
+            assert_eq!(state.on_update(Some(Update::Hugz { sequence: at })), Heard::Proven(None));
+            assert!(matches!(state, SyncState::Active));
+        }
+    }
+
+    #[test]
+    fn a_loaded_snapshot_is_asked_again_after_a_silent_or_later_hugz_a_later_kvpub_or_garbage() {
+        for first in [
+            Some(Update::Hugz { sequence: 0 }),
+            Some(Update::Hugz { sequence: 8 }),
+            Some(Update::KvPub(kvpub("a", "1", 9))),
+            None,
+        ] {
             let mut state = SyncState::Loaded { sequence: 7 };
             let queued: Vec<KvMsg> = match &first {
                 Some(Update::KvPub(m)) => vec![m.clone()],
@@ -294,7 +324,7 @@ mod tests {
     fn a_snapshot_covered_by_the_subscribers_first_kvpub_is_exact() {
         let mut state = SyncState::start();
         assert_eq!(state.on_update(Some(Update::KvPub(kvpub("a", "1", 4)))), Heard::Nothing);
-        assert_eq!(state.on_update(Some(Update::Hugz)), Heard::Nothing);
+        assert_eq!(state.on_update(Some(Update::Hugz { sequence: 0 })), Heard::Nothing);
         assert_eq!(state.on_update(Some(Update::KvPub(kvpub("b", "2", 5)))), Heard::Nothing);
         let load = load(state.on_snapshot(kthxbai(3), &all()));
         assert_eq!(
@@ -311,19 +341,39 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_covered_by_the_subscribers_first_hugz_is_exact() {
+        let mut state = SyncState::start();
+        assert_eq!(state.on_update(Some(Update::Hugz { sequence: 3 })), Heard::Nothing);
+        assert_eq!(state.on_update(Some(Update::KvPub(kvpub("b", "2", 4)))), Heard::Nothing);
+        state.on_snapshot(kvsync("a", "1"), &all());
+        let load = load(state.on_snapshot(kthxbai(3), &all()));
+        assert_eq!(
+            load,
+            Load {
+                entries: map(&[("a", "1")]),
+                queued: vec![kvpub("b", "2", 4)],
+                sequence: 3,
+                announce: true,
+                exact: true
+            }
+        );
+        assert!(matches!(state, SyncState::Active));
+    }
+
+    #[test]
     fn a_snapshot_older_than_the_subscription_is_asked_again_keeping_the_queue() {
-        for first in [Update::Hugz, Update::KvPub(kvpub("a", "1", 5))] {
+        for first in [Update::Hugz { sequence: 0 }, Update::Hugz { sequence: 4 }, Update::KvPub(kvpub("a", "1", 5))] {
             let mut state = SyncState::start();
             let queued: Vec<KvMsg> = match &first {
                 Update::KvPub(m) => vec![m.clone()],
-                Update::Hugz => vec![],
+                Update::Hugz { .. } => vec![],
             };
             state.on_update(Some(first));
             state.on_snapshot(kvsync("old", "x"), &all());
             assert_eq!(state.on_snapshot(kthxbai(3), &all()), Answer::AskAgain);
             assert!(state.is_syncing());
             // The first message does not count twice: the live snapshot is exact, whatever came.
-            state.on_update(Some(Update::Hugz));
+            state.on_update(Some(Update::Hugz { sequence: 0 }));
             state.on_snapshot(kvsync("new", "y"), &all());
             let load = load(state.on_snapshot(kthxbai(3), &all()));
             assert_eq!(load, Load { entries: map(&[("new", "y")]), queued, sequence: 3, announce: true, exact: true });
@@ -334,7 +384,7 @@ mod tests {
     fn only_the_first_subscriber_message_decides() {
         // A HUGZ first: a later KVPUB right after the snapshot does not make it exact.
         let mut state = SyncState::start();
-        state.on_update(Some(Update::Hugz));
+        state.on_update(Some(Update::Hugz { sequence: 0 }));
         state.on_update(Some(Update::KvPub(kvpub("a", "1", 4))));
         assert_eq!(state.on_snapshot(kthxbai(3), &all()), Answer::AskAgain);
     }
@@ -352,7 +402,7 @@ mod tests {
     fn active_applies_kvpubs_and_ignores_the_rest() {
         let mut state = SyncState::Active;
         assert_eq!(state.on_update(Some(Update::KvPub(kvpub("a", "1", 1)))), Heard::Apply(kvpub("a", "1", 1)));
-        assert_eq!(state.on_update(Some(Update::Hugz)), Heard::Nothing);
+        assert_eq!(state.on_update(Some(Update::Hugz { sequence: 0 })), Heard::Nothing);
         assert_eq!(state.on_update(None), Heard::Nothing);
         assert_eq!(state.on_snapshot(kthxbai(5), &all()), Answer::Nothing, "a late snapshot reply is ignored");
         assert!(matches!(state, SyncState::Active));
@@ -371,6 +421,9 @@ mod tests {
         assert!(First::KvPub(4).covers(3));
         assert!(!First::KvPub(5).covers(3));
         assert!(!First::Other.covers(3));
+        assert!(First::Hugz(3).covers(3) && First::Hugz(1).covers(3));
+        assert!(!First::Hugz(4).covers(3), "updates 4.. may have gone before the subscription");
+        assert!(!First::Hugz(0).covers(0) && !First::Hugz(0).covers(3), "0 says nothing (12/CHP's HUGZ)");
         assert!(First::KvPub(u64::MAX).covers(u64::MAX), "no overflow");
     }
 }

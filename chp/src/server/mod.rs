@@ -394,7 +394,8 @@ async fn run(
                     welcome.pop_first();
                 }
                 shared.stats.hugz.inc();
-                let _ = publisher.send(hugz_message()).await;
+                let sequence = shared.lock().sequence();
+                let _ = publisher.send(hugz_message(sequence)).await;
             }
             event = pub_events.next_event(), if monitor_open => match event {
                 Some(MonitorEvent::HandshakeSucceeded { .. }) => {

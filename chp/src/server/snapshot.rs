@@ -51,6 +51,15 @@ enum Abandoned {
 }
 
 /// What a peer asked for.
+impl From<zmtp::Error> for Abandoned {
+    fn from(e: zmtp::Error) -> Abandoned {
+        match e {
+            zmtp::Error::HostUnreachable(_) => Abandoned::Disconnected,
+            e => Abandoned::Send(e),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Request {
     /// A client's ICANHAZ?: the subtree, 12/CHP KVSYNCs.
@@ -197,6 +206,9 @@ impl Stream {
             if !more {
                 break;
             }
+            // The sends above may all have found room without awaiting: take part in tokio's
+            // budget once per chunk, so a long snapshot never starves the server's other tasks.
+            tokio::task::coop::consume_budget().await;
         }
         let end = Bytes::from_static(KTHXBAI.as_bytes());
         self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), Bytes::new(), subtree.to_bytes()]).await?;
@@ -229,6 +241,9 @@ impl Stream {
             if !more {
                 break;
             }
+            // The sends above may all have found room without awaiting: take part in tokio's
+            // budget once per chunk, so a long snapshot never starves the server's other tasks.
+            tokio::task::coop::consume_budget().await;
         }
         let end = Bytes::from_static(KTHXBAI.as_bytes());
         self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), Bytes::new(), Bytes::new()]).await?;
@@ -236,15 +251,20 @@ impl Stream {
     }
 
     async fn send(&self, frames: Vec<Bytes>) -> Result<(), Abandoned> {
-        let msg = Message::from(frames);
+        // Most sends find room in the peer's queue: no timer and no clock read for those (a
+        // million-key snapshot spent more on them than on the sends).
+        let msg = match self.router.try_send_or_keep(Message::from(frames)) {
+            Ok(None) => return Ok(()),
+            Ok(Some(msg)) => msg,
+            Err(e) => return Err(Abandoned::from(e)),
+        };
         let started = tokio::time::Instant::now();
         loop {
             // `send` is cancel-safe: a timed-out attempt queued nothing, so the same message is
             // offered again.
             match tokio::time::timeout(CONTENDED_STALL, self.router.send(msg.clone())).await {
                 Ok(Ok(())) => return Ok(()),
-                Ok(Err(zmtp::Error::HostUnreachable(_))) => return Err(Abandoned::Disconnected),
-                Ok(Err(e)) => return Err(Abandoned::Send(e)),
+                Ok(Err(e)) => return Err(Abandoned::from(e)),
                 Err(_) => {
                     let stalled = started.elapsed();
                     if self.waiting.load(Ordering::Relaxed) > 0 {

@@ -301,7 +301,8 @@ impl ServerState {
         sequence: u64,
     ) -> Vec<KvSync> {
         let mut bytes = 0;
-        self.store
+        let entries: Vec<Entry<'_>> = self
+            .store
             .range(subtree.as_bytes(), after)
             .take(max)
             .take_while(|e| {
@@ -309,8 +310,21 @@ impl ServerState {
                 bytes += e.key.len() + e.value.len();
                 fits
             })
-            .map(|e| KvSync { key: Bytes::copy_from_slice(e.key), sequence, value: Bytes::copy_from_slice(e.value) })
-            .collect()
+            .collect();
+        // One copy and one allocation for the whole chunk, each key and value a slice of it (two
+        // allocations per key cost a million-key snapshot about a tenth of its time).
+        let mut buf = bytes::BytesMut::with_capacity(bytes);
+        for e in &entries {
+            buf.extend_from_slice(e.key);
+            buf.extend_from_slice(e.value);
+        }
+        let buf = buf.freeze();
+        let mut at = 0;
+        let mut next = |len: usize| {
+            at += len;
+            buf.slice(at - len..at)
+        };
+        entries.iter().map(|e| KvSync { key: next(e.key.len()), sequence, value: next(e.value.len()) }).collect()
     }
 
     /// Up to `max` entries of the whole map after key `after` (exclusive), each with the time it

@@ -308,8 +308,20 @@ impl Socket {
             .await
     }
 
-    /// Sends if that needs no wait; otherwise hands the message back (`Ok(Some(msg))`).
-    pub(crate) fn try_send_or_keep(&self, msg: Message) -> Result<Option<Message>> {
+    /// Sends if that needs no wait; otherwise hands the message back (`Ok(Some(msg))`), so a
+    /// caller with a slow path of its own (a timed `send`, say) offers the same message again
+    /// without cloning it first. Errors as [`try_send`](Self::try_send), except that a full queue
+    /// is not one.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> zmtp::Result<()> {
+    /// use zmtp::{Socket, SocketType};
+    /// let push = Socket::new(SocketType::Push); // no peer yet: nowhere to send
+    /// let kept = push.try_send_or_keep("hello".into())?.expect("handed back");
+    /// assert_eq!(kept[0], "hello");
+    /// # Ok(()) }
+    /// ```
+    pub fn try_send_or_keep(&self, msg: Message) -> Result<Option<Message>> {
         match self.inner.core.try_send(msg)? {
             TrySend::Sent => Ok(None),
             TrySend::Full(msg) => Ok(Some(msg)),

@@ -246,7 +246,8 @@ impl Driver {
                         self.welcome.pop_first();
                     }
                     self.shared.stats.hugz.inc();
-                    let _ = self.publisher.send(hugz_message()).await;
+                    let sequence = self.shared.lock().sequence();
+                    let _ = self.publisher.send(hugz_message(sequence)).await;
                     self.pending.forget(now.into_std());
                 }
                 event = pub_events.next_event(), if monitor_open => match event {

@@ -171,13 +171,13 @@ impl Driver {
             (Phase::Proving, update) => {
                 let queued = match update {
                     Update::KvPub(m) => vec![m],
-                    Update::Hugz => Vec::new(),
+                    Update::Hugz { .. } => Vec::new(),
                 };
                 self.request_snapshot(queued);
             }
             (Phase::Syncing { queued, .. }, Update::KvPub(m)) => queued.push(m),
             (Phase::Following, Update::KvPub(m)) => self.follow(m, now),
-            (_, Update::Hugz) => {}
+            (_, Update::Hugz { .. }) => {}
         }
     }
 
