@@ -156,3 +156,25 @@ async fn a_pair_server_refuses_a_data_directory() {
     let out = Command::new(BIN).args(["server", "--primary", "--data-dir"]).arg(dir.path()).output().await.unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Two servers on one data directory would interleave their records: the second is refused while
+/// the first runs, and starts once it has closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_on_the_same_directory_is_refused() {
+    bounded(async {
+        let dir = DataDir::new();
+        let first = server_on(&dir, Durability::Always).await;
+        let config =
+            ServerConfig { bind: "127.0.0.1".into(), data_dir: Some(dir.path().to_owned()), ..ServerConfig::default() };
+        match Server::bind(config).await {
+            Err(chp::server::ServerError::Journal(chp::durable::JournalError::Locked { dir: locked })) => {
+                assert_eq!(locked, dir.path())
+            }
+            Err(other) => panic!("expected Locked, got {other}"),
+            Ok(_) => panic!("a second server opened a directory in use"),
+        }
+        first.close().await;
+        server_on(&dir, Durability::Always).await.close().await;
+    })
+    .await;
+}

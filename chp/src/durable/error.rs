@@ -116,6 +116,12 @@ pub enum JournalError {
     /// carry, an empty snapshot value, or more than the record limit.
     #[error("cannot journal this record: {0}")]
     Unwritable(Corruption),
+    /// Another journal (another server, here or in another process) has the directory open.
+    #[error("{dir} is in use by another server (its LOCK file is locked)")]
+    Locked {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// An earlier write or fsync failed, so what is on disk is unknown (after a failed fsync the
     /// kernel may have dropped the pages). Reopen the journal: recovery finds what survived.
     #[error("an earlier write or fsync failed; reopen the journal")]

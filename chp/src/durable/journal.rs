@@ -33,6 +33,8 @@ use crate::store::Entry;
 /// ```
 #[derive(Debug)]
 pub struct Journal {
+    /// The directory's lock, held while the journal is open.
+    _lock: File,
     dir: PathBuf,
     durability: Durability,
     log: File,
@@ -50,6 +52,32 @@ pub struct Journal {
     syncs: u64,
     /// A write or fsync failed: what is on disk is unknown.
     broken: bool,
+}
+
+/// The name of the lock file in a journal's directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Creates `dir` and takes its lock file ([`LOCK_FILE`]) for as long as the returned file is
+/// open: a second journal on the same directory, in this process or another, would interleave its
+/// records and compactions with ours. The OS drops the lock when the process dies (SIGKILL
+/// included), so a crash leaves no stale lock to clear by hand.
+fn lock(dir: &Path) -> Result<File, JournalError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| JournalError::Io { path, source }
+    };
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(JournalError::Locked { dir: dir.to_path_buf() }),
+        Err(fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+            tracing::warn!(dir = %dir.display(), "file locks are not supported here: nothing stops a second server on this directory");
+            Ok(file)
+        }
+        Err(fs::TryLockError::Error(e)) => Err(io(&path)(e)),
+    }
 }
 
 /// How far [`Journal::compact_through`] goes: each step is a point a crash can stop at.
@@ -76,8 +104,10 @@ impl Journal {
     /// One process at a time: two journals on one directory would corrupt each other.
     pub fn open(dir: impl AsRef<Path>, durability: Durability) -> Result<(Journal, Recovered), JournalError> {
         let dir = dir.as_ref().to_path_buf();
+        let lock = lock(&dir)?;
         let opened = recover(&dir)?;
         let journal = Journal {
+            _lock: lock,
             dir,
             durability,
             log: opened.log,

@@ -8,7 +8,10 @@
 //!
 //! - `snapshot-S.chp`: the map at sequence `S`: every key, its value and its deadline;
 //! - `log-S.chp`: every update after `S`, in sequence order: sequence, key, value (empty =
-//!   delete), UUID and properties (all a KVPUB needs to be published again) and deadline.
+//!   delete), UUID and properties (all a KVPUB needs to be published again) and deadline;
+//! - `LOCK` ([`LOCK_FILE`]): empty, locked while a journal has the directory open, so a second
+//!   server on the same directory is refused ([`JournalError::Locked`]) instead of interleaving
+//!   its writes with the first's. The OS releases it when the process dies, SIGKILL included.
 //!
 //! Every record in both is framed as `[length u32 LE][CRC-32 u32 LE][payload]`, the payload
 //! starting with a kind byte (a future layout is a new kind, never a silent misreading). Deadlines
@@ -52,7 +55,7 @@ mod update;
 
 pub use durability::Durability;
 pub use error::{Corruption, JournalError};
-pub use journal::Journal;
+pub use journal::{Journal, LOCK_FILE};
 pub use record::MAX_RECORD_LEN;
 pub use recovery::Recovered;
 pub use update::{Update, unix_millis};

@@ -32,6 +32,7 @@ impl TempDir {
     fn file_names(&self) -> Vec<String> {
         let mut names: Vec<_> =
             fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.retain(|n| n != super::LOCK_FILE);
         names.sort();
         names
     }
@@ -392,4 +393,18 @@ fn files_of_other_names_are_left_alone() {
     let (_, recovered) = open(&dir);
     assert_eq!(recovered.sequence, 0);
     assert_eq!(dir.file_names().len(), 4);
+}
+
+#[test]
+fn a_directory_is_open_in_one_journal_at_a_time() {
+    let dir = TempDir::new("locked");
+    let (first, _) = open(&dir);
+    match Journal::open(dir.path(), Durability::Never) {
+        Err(JournalError::Locked { dir: locked }) => assert_eq!(locked, dir.path()),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(first);
+    // Released with the journal (and by the OS with the process, which a test cannot show here:
+    // the durable integration tests SIGKILL a server and restart it on the same directory).
+    drop(open(&dir));
 }
