@@ -243,19 +243,19 @@ async fn bstarsrv_aborts_with_an_error_on_dual_actives() {
         // Pose as a waiting backup until the primary is active …
         loop {
             fake.try_send("2").unwrap();
-            if let Some((_, line)) = next_line_or_none(&mut primary, Duration::from_millis(50)).await {
-                if line == "I: became ACTIVE" {
-                    break;
-                }
+            if let Some((_, line)) = next_line_or_none(&mut primary, Duration::from_millis(50)).await
+                && line == "I: became ACTIVE"
+            {
+                break;
             }
         }
         // … then claim to be active too.
         let fatal = loop {
             fake.try_send("3").unwrap();
-            if let Some((_, line)) = next_line_or_none(&mut primary, Duration::from_millis(50)).await {
-                if line.starts_with("E:") {
-                    break line;
-                }
+            if let Some((_, line)) = next_line_or_none(&mut primary, Duration::from_millis(50)).await
+                && line.starts_with("E:")
+            {
+                break line;
             }
         };
         assert!(fatal.starts_with("E: fatal: dual actives"), "{fatal}");

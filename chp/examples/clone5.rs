@@ -206,14 +206,14 @@ pub async fn client(
 
 /// Applies a KVPUB newer than `sequence`.
 fn apply(msg: Message, sequence: &mut u64, map: &mut BTreeMap<Bytes, Bytes>) {
-    if let Ok(Update::KvPub(kv)) = Update::parse(msg.frames()) {
-        if kv.sequence > *sequence {
-            *sequence = kv.sequence;
-            if kv.is_delete() {
-                map.remove(&kv.key);
-            } else {
-                map.insert(kv.key, kv.body);
-            }
+    if let Ok(Update::KvPub(kv)) = Update::parse(msg.frames())
+        && kv.sequence > *sequence
+    {
+        *sequence = kv.sequence;
+        if kv.is_delete() {
+            map.remove(&kv.key);
+        } else {
+            map.insert(kv.key, kv.body);
         }
     }
 }

@@ -31,7 +31,7 @@ impl Replica {
     /// Loads a snapshot; returns how many change events it produced.
     pub fn load(&mut self, snapshot: BTreeMap<Bytes, Bytes>, sequence: u64, superseded: &HashSet<Bytes>) -> usize {
         let mut events = Vec::new();
-        self.0.load(snapshot, sequence, superseded, &mut events);
+        self.0.load(snapshot, sequence, superseded, Some(&mut events));
         events.len()
     }
 

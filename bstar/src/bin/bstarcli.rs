@@ -143,11 +143,11 @@ async fn attempt(client: &mut Client, request: &str, limit: Duration) -> Result<
     };
     let watch = async {
         while let Some(event) = monitor.next_event().await {
-            if let MonitorEvent::HandshakeFailed { error, .. } = event {
-                if !*reported {
-                    *reported = true;
-                    println!("W: security handshake with server failed: {error}");
-                }
+            if let MonitorEvent::HandshakeFailed { error, .. } = event
+                && !*reported
+            {
+                *reported = true;
+                println!("W: security handshake with server failed: {error}");
             }
         }
         std::future::pending::<()>().await;

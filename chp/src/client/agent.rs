@@ -151,7 +151,7 @@ impl Agent {
             if matches!(end, End::Lost(ServerLoss::Unreachable { .. })) {
                 unreachable += 1;
                 let n = self.options.servers.len();
-                if unreachable % n == 0 {
+                if unreachable.is_multiple_of(n) {
                     let rounds = (unreachable / n).min(16) as u32;
                     let pause = Duration::from_millis(50).saturating_mul(1 << rounds).min(self.options.server_ttl);
                     if self.pause(pause, &server).await {

@@ -50,7 +50,7 @@ type Model = BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)>;
 fn update(sequence: u64, key: &str, value: &str, deadline: Option<u64>) -> Update {
     let mut msg = KvMsg::new(key.to_owned(), value.to_owned());
     msg.sequence = sequence;
-    if sequence % 3 == 0 {
+    if sequence.is_multiple_of(3) {
         msg.uuid = Some(Uuid::new_v4());
         msg.properties.insert("ttl", "30").unwrap();
     }

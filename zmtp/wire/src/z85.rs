@@ -25,7 +25,7 @@ pub enum Z85Error {
 /// Encodes bytes (length a multiple of 4): `86 4F D2 6F B5 59 F7 5B` is `HelloWorld` (the
 /// spec's example, checked in this module's tests).
 pub fn encode(data: &[u8]) -> Result<String, Z85Error> {
-    if data.len() % 4 != 0 {
+    if !data.len().is_multiple_of(4) {
         return Err(Z85Error::BadLength(data.len(), 4));
     }
     let mut out = String::with_capacity(data.len() * 5 / 4);
@@ -44,7 +44,7 @@ pub fn encode(data: &[u8]) -> Result<String, Z85Error> {
 /// Decodes a Z85 string (length a multiple of 5).
 pub fn decode(text: &str) -> Result<Vec<u8>, Z85Error> {
     let bytes = text.as_bytes();
-    if bytes.len() % 5 != 0 {
+    if !bytes.len().is_multiple_of(5) {
         return Err(Z85Error::BadLength(bytes.len(), 5));
     }
     let mut out = Vec::with_capacity(bytes.len() * 4 / 5);

@@ -70,7 +70,7 @@ pub fn parse_id(raw: &[u8]) -> Result<Bytes, String> {
 pub fn decode_hex(raw: &[u8]) -> Result<Vec<u8>, String> {
     let digits = raw.strip_prefix(b"0x").unwrap_or(raw);
     let bad = || format!("{:?} is not valid hex (expected pairs of 0-9a-f digits)", String::from_utf8_lossy(raw));
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(bad());
     }
     digits
