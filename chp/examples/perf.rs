@@ -17,8 +17,6 @@ use chp::command::{IcanHaz, KvSet, SnapshotReply, Subtree};
 use chp::server::ServerState;
 use chp::{Client, ClientOptions, Event, KvMsg, Server, ServerConfig};
 use clap::Parser;
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use zmtp::{Socket, SocketType};
 
 #[derive(Parser)]
@@ -116,18 +114,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 tokio::spawn(async move {
                     let c = Client::start(options(&addr, &format!("/p{p}/"))).unwrap();
                     c.synced().await.unwrap();
-                    let mut inflight: FuturesUnordered<_> = FuturesUnordered::new();
-                    let done = |r: Result<Option<u64>, chp::ClientError>| r.expect("set confirmed");
+                    // Pipelined: up to 2000 writes in flight, their confirmations awaited in order.
+                    let mut inflight = std::collections::VecDeque::with_capacity(2000);
                     for i in 0..per {
                         if inflight.len() >= 2000 {
-                            done(inflight.next().await.expect("in flight"));
+                            let confirmation: chp::Confirmation = inflight.pop_front().expect("in flight");
+                            confirmation.await.expect("set confirmed");
                         }
-                        let c = c.clone();
-                        let value = value.clone();
-                        inflight.push(async move { c.set(format!("/p{p}/{}", i % 10_000), value, None).await });
+                        let key = format!("/p{p}/{}", i % 10_000);
+                        inflight.push_back(c.submit(key, value.clone(), None).await.expect("submitted"));
                     }
-                    while let Some(r) = inflight.next().await {
-                        done(r);
+                    for confirmation in inflight {
+                        confirmation.await.expect("set confirmed");
                     }
                 })
             })

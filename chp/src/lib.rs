@@ -28,8 +28,8 @@ pub mod uuid;
 
 pub use address::ServerAddress;
 pub use client::{
-    Client, ClientError, ClientOptions, Event, Events, Failure, GapPolicy, Refusal, RefusalKind, ServerLoss, Snapshot,
-    Status,
+    Client, ClientError, ClientOptions, Confirmation, Event, Events, Failure, GapPolicy, Refusal, RefusalKind,
+    ServerLoss, Snapshot, Status,
 };
 pub use command::Subtree;
 pub use kvmsg::KvMsg;

@@ -583,3 +583,41 @@ async fn a_quiet_servers_hugz_proves_the_snapshot_so_one_is_enough() {
     })
     .await;
 }
+
+/// Pipelined writes: `submit` returns once the agent has the write, each `Confirmation` resolves
+/// to its sequence, in submission order; a dropped confirmation does not withdraw its write;
+/// `set_many` returns the sequences in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submitted_writes_are_sequenced_in_order_and_confirmed() {
+    bounded(async {
+        let server = server().await;
+        let addr = server.address().clone();
+        let writer = client(&addr, "/p/").await;
+        let mut confirmations = Vec::new();
+        for i in 0..500 {
+            confirmations.push(writer.submit(format!("/p/{i}"), format!("{i}"), None).await.unwrap());
+        }
+        // Not awaited: the write still happens.
+        drop(writer.submit("/p/dropped", "x", None).await.unwrap());
+        let mut last = 0;
+        for confirmation in confirmations {
+            let sequence = step("confirmation", confirmation).await.unwrap();
+            assert!(sequence > last, "sequences follow submission order: {sequence} after {last}");
+            last = sequence;
+        }
+        eventually("the dropped confirmation's write", || writer.get("/p/dropped").is_some()).await;
+        assert_eq!(writer.get("/p/499").as_deref(), Some(&b"499"[..]));
+
+        let sequences = writer.set_many((0..3).map(|i| (format!("/p/m{i}"), "v"))).await.unwrap();
+        assert!(sequences.windows(2).all(|w| w[0] < w[1]) && sequences.len() == 3, "{sequences:?}");
+        assert!(sequences[0] > last);
+        // Refusals come from submit itself, before anything is sent.
+        assert!(matches!(writer.submit("/q/k", "v", None).await, Err(ClientError::OutsideSubtree { .. })));
+        assert!(matches!(
+            writer.set_many([("/p/ok", "v"), ("/q/no", "v")]).await,
+            Err(ClientError::OutsideSubtree { .. })
+        ));
+        writer.close().await;
+    })
+    .await;
+}

@@ -282,10 +282,29 @@ impl Agent {
             let mut ask_again = false;
             tokio::select! {
                 _ = self.close.changed() => break End::Closed,
-                cmd = self.commands.recv(), if self.commands_open => match cmd {
-                    Some(Command::Set { msg, reply }) => self.add_set(msg, reply, !syncing, server),
-                    None => self.commands_open = false,
-                },
+                cmd = self.commands.recv(), if self.commands_open => {
+                    // Take what else is queued too (a pipelining writer's), so one wakeup and
+                    // one pass of this loop's timers serve many writes.
+                    let mut next = cmd;
+                    let mut taken = 0;
+                    loop {
+                        match next {
+                            Some(Command::Set { msg, reply }) => self.add_set(msg, reply, !syncing, server),
+                            None => {
+                                self.commands_open = false;
+                                break;
+                            }
+                        }
+                        taken += 1;
+                        if taken == BATCH {
+                            break;
+                        }
+                        match self.commands.try_recv() {
+                            Ok(cmd) => next = Some(cmd),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 msg = connection.sub.recv() => {
                     let Ok(msg) = msg else { break End::Lost(ServerLoss::SubscriberClosed) };
                     let now = Instant::now();

@@ -581,12 +581,47 @@ impl Client {
     /// [`ClientOptions::set_timeout`].
     ///
     /// The result is an `Option` for compatibility; it is `Some` whenever it is `Ok`.
+    ///
+    /// One `set` waits a round trip to the server; to write faster, have many in flight:
+    /// [`submit`](Self::submit) or [`set_many`](Self::set_many).
     pub async fn set(
         &self,
         key: impl Into<Bytes>,
         value: impl Into<Bytes>,
         ttl: Option<Duration>,
     ) -> Result<Option<u64>, ClientError> {
+        self.submit(key, value, ttl).await?.await.map(Some)
+    }
+
+    /// Submits a write and returns once the agent has taken it (it waits only while the agent
+    /// has 1024 writes queued): the write goes out at once (or once in sync) and the returned
+    /// [`Confirmation`] resolves when the server has republished it, as [`set`](Self::set)
+    /// returns. Writes submitted one after another are sent in that order and so sequenced in it
+    /// (by one server; a failover can resend some). Pipelining this way, one client writes as fast
+    /// as the server applies, not one round trip per write.
+    ///
+    /// **Cancel safety:** dropping this future before it returns may or may not have submitted
+    /// the write; dropping the [`Confirmation`] does not withdraw it (it is still sent and
+    /// retransmitted), only its answer is lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: chp::Client) -> Result<(), chp::ClientError> {
+    /// let mut confirmations = Vec::new();
+    /// for i in 0..1000 {
+    ///     confirmations.push(client.submit(format!("/sensor/{i}"), "42", None).await?);
+    /// }
+    /// for confirmation in confirmations {
+    ///     let sequence = confirmation.await?; // in order: each sequence is above the last
+    ///     assert!(sequence > 0);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn submit(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        ttl: Option<Duration>,
+    ) -> Result<Confirmation, ClientError> {
         let mut msg = KvMsg::new(key, value);
         check_settable(&msg.key)?;
         if !self.inner.subtree.contains(&msg.key) {
@@ -601,7 +636,32 @@ impl Client {
         }
         let (reply, rx) = oneshot::channel();
         self.inner.commands.send(Command::Set { msg, reply }).await.map_err(|_| self.stopped())?;
-        rx.await.map_err(|_| self.stopped())?
+        Ok(Confirmation { reply: rx, client: self.clone() })
+    }
+
+    /// Writes every `(key, value)` pair (no ttl), all in flight at once, and returns their
+    /// sequences in the same order; the first failure is returned once every write has been
+    /// answered. A pair [`submit`](Self::submit) refuses (a key outside the subtree, say) fails
+    /// the call at once; the pairs before it were submitted and still go out. `submit` is the
+    /// same with a window of the caller's choosing.
+    pub async fn set_many<K, V>(&self, writes: impl IntoIterator<Item = (K, V)>) -> Result<Vec<u64>, ClientError>
+    where
+        K: Into<Bytes>,
+        V: Into<Bytes>,
+    {
+        let mut confirmations = Vec::new();
+        for (key, value) in writes {
+            confirmations.push(self.submit(key, value, None).await?);
+        }
+        let mut sequences = Vec::with_capacity(confirmations.len());
+        let mut failure = None;
+        for confirmation in confirmations {
+            match confirmation.await {
+                Ok(sequence) => sequences.push(sequence),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        failure.map_or(Ok(sequences), Err)
     }
 
     /// Deletes `key` (a set with an empty value).
@@ -624,6 +684,35 @@ impl Client {
         if let Some(task) = task {
             let _ = task.await;
         }
+    }
+}
+
+/// A write in flight ([`Client::submit`]): resolves to the sequence the server gave it once it has
+/// republished it, or to the error [`Client::set`] would have returned. Polling it is
+/// cancel-safe; dropping it does not withdraw the write.
+#[must_use = "the write is sent either way; await this to know it was applied"]
+pub struct Confirmation {
+    reply: oneshot::Receiver<Result<Option<u64>, ClientError>>,
+    client: Client,
+}
+
+impl std::future::Future for Confirmation {
+    type Output = Result<u64, ClientError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match std::task::ready!(Pin::new(&mut self.reply).poll(cx)) {
+            Ok(Ok(Some(sequence))) => Ok(sequence),
+            // The agent confirms with a sequence; `None` never comes, and is not a success.
+            Ok(Ok(None)) => Err(ClientError::Closed),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(self.client.stopped()),
+        })
+    }
+}
+
+impl std::fmt::Debug for Confirmation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confirmation").finish_non_exhaustive()
     }
 }
 
