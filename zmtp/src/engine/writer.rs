@@ -25,6 +25,9 @@ const INLINE_MAX: usize = 16 * 1024;
 const MAX_IOV: usize = 64;
 /// Bytes encoded per write round.
 const WRITE_ROUND: usize = 256 * 1024;
+/// Queue capacity (items) and buffer capacity (bytes) a connection keeps between batches.
+const KEEP_QUEUED: usize = 256;
+const KEEP_BUFFER: usize = 64 * 1024;
 
 pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
@@ -109,6 +112,17 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
             if items.is_empty() {
                 break;
             }
+        }
+        // A burst leaves this queue (swapped with the pipe's on every drain) at the burst's length
+        // and the buffer at a round's size: give them back once it is all written, so a connection
+        // that goes quiet after one (a CHP snapshot of a thousand keys) returns to an idle
+        // connection's few KiB instead of keeping ~200 KiB. Steady traffic in batches below these
+        // sizes keeps its allocations.
+        if items.capacity() > KEEP_QUEUED {
+            items = VecDeque::new();
+        }
+        if buf.capacity() > KEEP_BUFFER {
+            buf = BytesMut::new();
         }
         if !more {
             wr.flush().await?;
