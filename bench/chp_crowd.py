@@ -10,7 +10,8 @@ What it measures (after `cargo build --release -p zmtp-chp --bin chp --example c
      client on the server;
   4. the storm: every process is told `storm` at once; each client drops its DEALER, connects a
      fresh one and asks for a snapshot (what every client does after a failover); reported: the
-     time until the last process has every KTHXBAI back, the server's peak RSS meanwhile, and its
+     time until the last process has every KTHXBAI back, the server's CPU time (user + system) and
+     peak RSS meanwhile, and its
      snapshot counters (served / abandoned: a storm is coalesced by the server's 32 concurrent
      snapshot streams, the rest wait holding nothing).
 
@@ -38,6 +39,13 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def read_until(proc, pattern, timeout):
@@ -112,11 +120,13 @@ def main():
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         t0 = time.time()
+        cpu0 = cpu_seconds(server.pid)
         for p in crowds:
             p.stdin.write("storm\n")
             p.stdin.flush()
         stormed = [float(read_until(p, r"^stormed \d+ in ([\d.]+) s", 600).group(1)) for p in crowds]
         storm_wall = time.time() - t0
+        storm_cpu = cpu_seconds(server.pid) - cpu0
         done.set()
         sampler.join()
         after = metrics(murl)
@@ -132,6 +142,7 @@ def main():
             "slowest_process_sync_s": max(synced),
             "storm_s": storm_wall,
             "storm_slowest_process_s": max(stormed),
+            "storm_server_cpu_s": storm_cpu,
             "storm_peak_rss_kib": peak[0],
             "storm_snapshots_served": after.get("chp_snapshots_total", 0) - before.get("chp_snapshots_total", 0),
             "storm_snapshots_abandoned": after.get("chp_snapshots_aborted_total", 0)
