@@ -116,6 +116,12 @@ pub enum JournalError {
     /// carry, an empty snapshot value, or more than the record limit.
     #[error("cannot journal this record: {0}")]
     Unwritable(Corruption),
+    /// The epoch file is damaged (its checksum fails).
+    #[error("{path} is corrupt")]
+    CorruptEpoch {
+        /// The file.
+        path: PathBuf,
+    },
     /// Another journal (another server, here or in another process) has the directory open.
     #[error("{dir} is in use by another server (its LOCK file is locked)")]
     Locked {

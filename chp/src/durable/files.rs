@@ -3,13 +3,16 @@
 //! - `snapshot-<S>.chp`: the map at sequence `S` (20 digits, so names sort by sequence);
 //! - `log-<S>.chp`: the updates after `S`;
 //! - `snapshot-<S>.chp.tmp`: a snapshot being written, never read (renamed when whole, deleted
-//!   when found at recovery: a crash interrupted it).
+//!   when found at recovery: a crash interrupted it);
+//! - `epoch`: a pair server's epoch (absent: 0), replaced whole by rename.
 //!
 //! Other files (other names, other digit counts) are left alone.
 
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+
+use super::JournalError;
 
 const SNAPSHOT: &str = "snapshot-";
 const LOG: &str = "log-";
@@ -78,4 +81,39 @@ pub(crate) fn remove(path: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// The epoch file's name (see [`Journal::epoch`](super::Journal::epoch)).
+pub(crate) const EPOCH: &str = "epoch";
+
+/// The stored epoch: `[epoch u64 BE][CRC-32 of it, u32 BE]`; 0 when there is no file.
+pub(crate) fn read_epoch(dir: &Path) -> Result<u64, JournalError> {
+    let path = dir.join(EPOCH);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(source) => return Err(JournalError::Io { path, source }),
+    };
+    let epoch = <[u8; 12]>::try_from(bytes.as_slice())
+        .ok()
+        .filter(|b| crc32fast::hash(&b[..8]).to_be_bytes() == b[8..])
+        .map(|b| u64::from_be_bytes(b[..8].try_into().expect("8 bytes")));
+    epoch.ok_or(JournalError::CorruptEpoch { path })
+}
+
+/// Writes the epoch file by temp file, fsync, rename and directory fsync: it is either the old
+/// one or the new one after a crash.
+pub(crate) fn write_epoch(dir: &Path, epoch: u64) -> Result<(), JournalError> {
+    let (path, temp) = (dir.join(EPOCH), dir.join(format!("{EPOCH}.tmp")));
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| JournalError::Io { path, source }
+    };
+    let mut bytes = epoch.to_be_bytes().to_vec();
+    bytes.extend_from_slice(&crc32fast::hash(&bytes).to_be_bytes());
+    let mut file = File::create(&temp).map_err(io(&temp))?;
+    io::Write::write_all(&mut file, &bytes).map_err(io(&temp))?;
+    file.sync_all().map_err(io(&temp))?;
+    fs::rename(&temp, &path).map_err(io(&path))?;
+    sync_dir(dir).map_err(io(dir))
 }

@@ -35,6 +35,8 @@ use crate::store::Entry;
 pub struct Journal {
     /// The directory's lock, held while the journal is open.
     _lock: File,
+    /// See [`Journal::epoch`].
+    epoch: u64,
     dir: PathBuf,
     durability: Durability,
     log: File,
@@ -106,8 +108,10 @@ impl Journal {
         let dir = dir.as_ref().to_path_buf();
         let lock = lock(&dir)?;
         let opened = recover(&dir)?;
+        let epoch = files::read_epoch(&dir)?;
         let journal = Journal {
             _lock: lock,
+            epoch,
             dir,
             durability,
             log: opened.log,
@@ -189,6 +193,59 @@ impl Journal {
         entries: impl IntoIterator<Item = Entry<'a>>,
     ) -> Result<(), JournalError> {
         self.compact_through(sequence, entries, CompactStep::RemoveOldLog)
+    }
+
+    /// Replaces everything with a snapshot of `entries` at `sequence`, which may be below what
+    /// was appended: for a server that takes its peer's map in place of its own. What was
+    /// appended and not committed is dropped. At or above the last sequence this is
+    /// [`compact`](Self::compact), crash-safe at every step; below it the old files are removed
+    /// first (recovery takes the newest snapshot, which would be the old one), so a crash in the
+    /// middle can leave an empty journal at sequence 0 — for a server copying its peer's map,
+    /// which the peer still holds, no worse than the copy it was replacing.
+    pub fn reset<'a>(
+        &mut self,
+        sequence: u64,
+        entries: impl IntoIterator<Item = Entry<'a>>,
+    ) -> Result<(), JournalError> {
+        self.usable()?;
+        self.pending.clear();
+        if sequence < self.sequence {
+            let io = |path: &Path| {
+                let path = path.to_path_buf();
+                move |source| JournalError::Io { path, source }
+            };
+            let listing = files::list(&self.dir).map_err(io(&self.dir))?;
+            for s in listing.snapshots {
+                let path = files::snapshot_path(&self.dir, s);
+                files::remove(&path).map_err(io(&path))?;
+            }
+            for s in listing.logs {
+                let path = files::log_path(&self.dir, s);
+                files::remove(&path).map_err(io(&path))?;
+            }
+            files::sync_dir(&self.dir).map_err(io(&self.dir))?;
+            // Nothing is on disk now: the snapshot below starts from scratch.
+            (self.sequence, self.base, self.unsynced) = (sequence, u64::MAX, false);
+            let result = self.compact(sequence, entries);
+            // Appending to the old log's (removed) file would lose updates.
+            self.broken |= result.is_err();
+            return result;
+        }
+        self.compact(sequence, entries)
+    }
+
+    /// The epoch stored beside the map (0 if none was): a pair server's count of promotions, so
+    /// two servers' journals can be ordered (see `server::ha`).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Stores `epoch` durably (temp file, fsync, rename, directory fsync) before returning.
+    pub fn set_epoch(&mut self, epoch: u64) -> Result<(), JournalError> {
+        self.usable()?;
+        files::write_epoch(&self.dir, epoch)?;
+        self.epoch = epoch;
+        Ok(())
     }
 
     /// [`compact`](Self::compact) up to and including `last`: the tests stop here to leave the

@@ -9,6 +9,7 @@
 //! - `snapshot-S.chp`: the map at sequence `S`: every key, its value and its deadline;
 //! - `log-S.chp`: every update after `S`, in sequence order: sequence, key, value (empty =
 //!   delete), UUID and properties (all a KVPUB needs to be published again) and deadline;
+//! - `epoch`: a pair server's epoch ([`Journal::epoch`]), 8 bytes and a CRC-32, replaced whole;
 //! - `LOCK` ([`LOCK_FILE`]): empty, locked while a journal has the directory open, so a second
 //!   server on the same directory is refused ([`JournalError::Locked`]) instead of interleaving
 //!   its writes with the first's. The OS releases it when the process dies, SIGKILL included.

@@ -32,7 +32,7 @@ impl TempDir {
     fn file_names(&self) -> Vec<String> {
         let mut names: Vec<_> =
             fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-        names.retain(|n| n != super::LOCK_FILE);
+        names.retain(|n| n != super::LOCK_FILE && n != "epoch");
         names.sort();
         names
     }
@@ -407,4 +407,44 @@ fn a_directory_is_open_in_one_journal_at_a_time() {
     // Released with the journal (and by the OS with the process, which a test cannot show here:
     // the durable integration tests SIGKILL a server and restart it on the same directory).
     drop(open(&dir));
+}
+
+#[test]
+fn the_epoch_is_kept_beside_the_map() {
+    let dir = TempDir::new("epoch");
+    let (mut journal, _) = open(&dir);
+    assert_eq!(journal.epoch(), 0, "none stored: 0");
+    journal.set_epoch(7).unwrap();
+    drop(journal);
+    let (journal, _) = open(&dir);
+    assert_eq!(journal.epoch(), 7);
+    drop(journal);
+    let path = dir.path().join("epoch");
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[3] ^= 1;
+    fs::write(&path, &bytes).unwrap();
+    assert!(matches!(Journal::open(dir.path(), Durability::Always), Err(JournalError::CorruptEpoch { .. })));
+}
+
+#[test]
+fn reset_replaces_the_map_even_with_an_older_sequence() {
+    let dir = TempDir::new("reset");
+    let (mut journal, _) = open(&dir);
+    for (i, key) in ["a", "b", "c"].iter().enumerate() {
+        journal.append(&update(i as u64 + 1, key, "ours", None)).unwrap();
+    }
+    journal.commit().unwrap();
+    journal.compact(3, [Entry { key: b"a", value: b"ours", deadline: None }]).unwrap();
+    journal.append(&update(4, "d", "ours", None)).unwrap();
+    journal.commit().unwrap();
+    // The peer's map, at an older sequence than ours.
+    journal.reset(2, [Entry { key: b"p", value: b"theirs", deadline: Some(9) }]).unwrap();
+    journal.append(&update(3, "q", "next", None)).unwrap();
+    journal.commit().unwrap();
+    drop(journal);
+    let (_, recovered) = open(&dir);
+    assert_eq!(recovered.sequence, 3);
+    let keys: Vec<_> = recovered.entries.iter().map(|e| (e.key.to_vec(), e.value.to_vec())).collect();
+    assert_eq!(keys, [(b"p".to_vec(), b"theirs".to_vec()), (b"q".to_vec(), b"next".to_vec())]);
+    assert_eq!(dir.file_names(), ["log-00000000000000000002.chp", "snapshot-00000000000000000002.chp"]);
 }
