@@ -44,6 +44,47 @@ pub const HUGZ: &str = "HUGZ";
 /// (frames 2 and 3 empty).
 pub const PEERSYNC: &str = "PEERSYNC?";
 
+/// How new a pair server's map is, as two durable servers compare them: its epoch (promotions in
+/// the pair's history, see `server::ha`), then its sequence. A durable server sends its own with
+/// `PEERSYNC?` (`["PEERSYNC?", epoch u64 BE ‖ sequence u64 BE]`); the active's KTHXBAI to a peer
+/// carries `epoch=N` in its properties.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Freshness {
+    /// The epoch.
+    pub epoch: u64,
+    /// The sequence of the last update.
+    pub sequence: u64,
+}
+
+/// The active's answer to a `PEERSYNC?` whose sender holds a newer map than its own (both
+/// durable, after a restart of both): `["NEWER"]`. The active then stops, and the peer takes over.
+pub const PEER_NEWER: &str = "NEWER";
+
+/// `PEERSYNC?`, with the sender's [`Freshness`] when it keeps its map on disk.
+pub fn peersync_message(freshness: Option<Freshness>) -> Message {
+    let mut frames = vec![Bytes::from_static(PEERSYNC.as_bytes())];
+    if let Some(f) = freshness {
+        let mut fresh = Vec::with_capacity(16);
+        fresh.extend_from_slice(&f.epoch.to_be_bytes());
+        fresh.extend_from_slice(&f.sequence.to_be_bytes());
+        frames.push(Bytes::from(fresh));
+    }
+    Message::from(frames)
+}
+
+/// `Some(freshness)` if `frames` are a `PEERSYNC?` (`Some(None)`: one without freshness, from a
+/// server that keeps no data directory); `None` for anything else.
+pub fn parse_peersync(frames: &[Bytes]) -> Option<Option<Freshness>> {
+    match frames {
+        [cmd] if cmd == PEERSYNC => Some(None),
+        [cmd, fresh] if cmd == PEERSYNC && fresh.len() == 16 => Some(Some(Freshness {
+            epoch: u64::from_be_bytes(fresh[..8].try_into().expect("8 bytes")),
+            sequence: u64::from_be_bytes(fresh[8..].try_into().expect("8 bytes")),
+        })),
+        _ => None,
+    }
+}
+
 /// Keys a client may not set: they would be read as KTHXBAI or HUGZ.
 pub fn is_reserved_key(key: &[u8]) -> bool {
     key == KTHXBAI.as_bytes() || key == HUGZ.as_bytes()
@@ -330,6 +371,19 @@ impl KvSet {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn peersync_with_and_without_freshness() {
+        let plain = peersync_message(None);
+        assert_eq!(parse_peersync(plain.frames()), Some(None));
+        let fresh = Freshness { epoch: 3, sequence: 0x0102 };
+        let msg = peersync_message(Some(fresh));
+        assert_eq!(msg[1].len(), 16);
+        assert_eq!(parse_peersync(msg.frames()), Some(Some(fresh)));
+        assert_eq!(parse_peersync(&[Bytes::from_static(b"PEERSYNC?"), Bytes::from_static(b"short")]), None);
+        assert_eq!(parse_peersync(&[Bytes::from_static(b"ICANHAZ?")]), None);
+        assert!(Freshness { epoch: 2, sequence: 1 } > Freshness { epoch: 1, sequence: 9 }, "epoch first");
+    }
     use super::*;
 
     #[test]

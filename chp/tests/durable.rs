@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chp::durable::Durability;
-use chp::server::ha::{HaConfig, HaError, HaServer};
 use chp::{Client, Server, ServerConfig};
 use tokio::process::Command;
 use zmtp_testkit::{bounded, eventually, step, unique};
@@ -145,16 +144,6 @@ async fn every_confirmed_set_survives_sigkill() {
         }
     })
     .await
-}
-
-#[tokio::test]
-async fn a_pair_server_refuses_a_data_directory() {
-    let dir = DataDir::new();
-    let mut config = HaConfig::reference_primary();
-    config.server.data_dir = Some(dir.path().to_owned());
-    assert!(matches!(HaServer::bind(config).await, Err(HaError::DataDirUnsupported)));
-    let out = Command::new(BIN).args(["server", "--primary", "--data-dir"]).arg(dir.path()).output().await.unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Two servers on one data directory would interleave their records: the second is refused while

@@ -308,9 +308,6 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
     match cmd {
         Cmd::Server { port, bind, hugz_ms, max_value, data_dir, durability, metrics, pair, security } => {
             let curve = security.curve(pair.side().is_some())?;
-            if data_dir.is_some() && pair.side().is_some() {
-                return Err(usage("--data-dir is for a single server (a pair keeps its map in memory, for now)"));
-            }
             let metrics = match metrics {
                 Some(addr) => Some(
                     tokio::net::TcpListener::bind(addr)
@@ -323,6 +320,8 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
                 bind,
                 hugz_interval: Duration::from_millis(hugz_ms.max(1)),
                 max_value_len: max_value,
+                data_dir,
+                durability,
                 ..ServerConfig::default()
             };
             if let Some(side) = pair.side() {
@@ -331,8 +330,7 @@ async fn run(cmd: Cmd) -> Fallible<ExitCode> {
             if pair.given() {
                 return Err(usage("--state, --peer-state and --peer need --primary or --backup"));
             }
-            let config =
-                ServerConfig { port: port.unwrap_or(5556), curve: curve.clone(), data_dir, durability, ..base };
+            let config = ServerConfig { port: port.unwrap_or(5556), curve: curve.clone(), ..base };
             let server = Server::bind(config).await.map_err(|e| e.to_string())?;
             let a = server.address();
             println!(
@@ -547,6 +545,8 @@ async fn pair_server(
         .hugz(base.hugz_interval)
         .heartbeat(Duration::from_millis(pair.heartbeat_ms.max(1)));
     config.server.max_value_len = base.max_value_len;
+    config.server.data_dir = base.data_dir;
+    config.server.durability = base.durability;
     config.pending =
         PendingConfig { window: Duration::from_millis(pair.pending_window_ms), ..PendingConfig::default() };
     config.peer_sync_timeout = Duration::from_millis(pair.peer_sync_timeout_ms.max(1));

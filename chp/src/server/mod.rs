@@ -163,24 +163,7 @@ impl Server {
     /// With a [`data_dir`](ServerConfig::data_dir), the map stored there is loaded first (the
     /// sequence continues from it), before any socket is bound.
     pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
-        let mut state = ServerState::new(std::time::Instant::now());
-        state.set_max_value_len(config.max_value_len);
-        let (state, persist) = match config.data_dir.clone() {
-            None => (state, None),
-            #[cfg(not(feature = "durable"))]
-            Some(_) => return Err(ServerError::NotDurable),
-            #[cfg(feature = "durable")]
-            Some(dir) => {
-                let durability = config.durability;
-                let (state, persist) = tokio::task::spawn_blocking(move || {
-                    let persist = Persist::open(&dir, durability, &mut state);
-                    (state, persist)
-                })
-                .await
-                .expect("opening the journal panicked");
-                (state, Some(persist?))
-            }
-        };
+        let (state, persist) = open_state(&config).await?;
         let (sockets, pub_events) = bind_sockets(&config).await?;
         let view = ServerView::serving(&config.bind, sockets.port, state);
         let shared = view.shared().clone();
@@ -430,6 +413,29 @@ fn log_refused(peer: &str, error: &zmtp::ConnectionError, secure: bool) {
         let ip = peer.rsplit_once(':').map_or(peer, |(ip, _port)| ip);
         if let Some(suppressed) = zmtp::throttle::allow_from("chp: subscriber handshake failed", ip) {
             tracing::warn!(peer, %error, suppressed, "refused a subscriber: handshake failed");
+        }
+    }
+}
+
+/// An empty map, or with a [`data_dir`](ServerConfig::data_dir) the one stored there and its
+/// journal (opened on the blocking pool).
+async fn open_state(config: &ServerConfig) -> Result<(ServerState, Option<Persist>), ServerError> {
+    let mut state = ServerState::new(std::time::Instant::now());
+    state.set_max_value_len(config.max_value_len);
+    match config.data_dir.clone() {
+        None => Ok((state, None)),
+        #[cfg(not(feature = "durable"))]
+        Some(_) => Err(ServerError::NotDurable),
+        #[cfg(feature = "durable")]
+        Some(dir) => {
+            let durability = config.durability;
+            let (state, persist) = tokio::task::spawn_blocking(move || {
+                let persist = Persist::open(&dir, durability, &mut state);
+                (state, persist)
+            })
+            .await
+            .expect("opening the journal panicked");
+            Ok((state, Some(persist?)))
         }
     }
 }

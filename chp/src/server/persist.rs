@@ -39,6 +39,18 @@ mod disabled {
         pub(in crate::server) async fn tick(&mut self, _: &Shared) -> Result<(), JournalError> {
             match *self {}
         }
+
+        pub(in crate::server) fn epoch(&self) -> u64 {
+            match *self {}
+        }
+
+        pub(in crate::server) async fn set_epoch(&mut self, _: u64) -> Result<(), JournalError> {
+            match *self {}
+        }
+
+        pub(in crate::server) async fn reset(&mut self, _: &Arc<Shared>) -> Result<(), JournalError> {
+            match *self {}
+        }
     }
 }
 
@@ -135,6 +147,42 @@ mod enabled {
             .await
             .expect("journal commit panicked");
             count(&journal, shared);
+            self.journal = Some(journal);
+            result
+        }
+
+        /// The epoch stored with the map (a pair server's; see `server::ha`).
+        pub(in crate::server) fn epoch(&self) -> u64 {
+            self.journal.as_ref().expect("journal is back from the blocking pool").epoch()
+        }
+
+        /// Stores `epoch` durably before returning.
+        pub(in crate::server) async fn set_epoch(&mut self, epoch: u64) -> Result<(), JournalError> {
+            self.blocking(move |journal| journal.set_epoch(epoch)).await
+        }
+
+        /// Replaces the journal with the map `shared` holds now (a pair server that took its
+        /// peer's), even at an older sequence than the journal's. The state stays locked while it
+        /// is written, as in a compaction.
+        pub(in crate::server) async fn reset(&mut self, shared: &Arc<Shared>) -> Result<(), JournalError> {
+            let (shared, epoch_unix_ms) = (shared.clone(), self.epoch_unix_ms);
+            self.blocking(move |journal| {
+                let state = shared.lock();
+                let entries = state.entries().map(|e| Entry { deadline: e.deadline.map(|ms| epoch_unix_ms + ms), ..e });
+                journal.reset(state.sequence(), entries)
+            })
+            .await
+        }
+
+        /// Runs `f` on the journal on tokio's blocking pool.
+        async fn blocking<T: Send + 'static>(&mut self, f: impl FnOnce(&mut Journal) -> T + Send + 'static) -> T {
+            let mut journal = self.journal.take().expect("one call at a time");
+            let (journal, result) = tokio::task::spawn_blocking(move || {
+                let result = f(&mut journal);
+                (journal, result)
+            })
+            .await
+            .expect("journal call panicked");
             self.journal = Some(journal);
             result
         }

@@ -20,7 +20,7 @@
 //! has its snapshot abandoned and is dropped, which frees what was queued for it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ use tokio::sync::Semaphore;
 use zmtp::{Message, Socket};
 
 use super::Shared;
-use crate::command::{IcanHaz, KTHXBAI, PEERSYNC, Subtree};
+use crate::command::{IcanHaz, KTHXBAI, Subtree, parse_peersync};
 use crate::kvmsg::sequence_frame;
 
 /// Why a snapshot stream was abandoned: the peer left, read too slowly, or the socket failed.
@@ -85,6 +85,8 @@ pub(super) struct Snapshots {
     /// Streams waiting for a permit.
     waiting: Arc<AtomicUsize>,
     stall_timeout: Duration,
+    /// The epoch to put in a peer's KTHXBAI (0: none).
+    epoch: Arc<AtomicU64>,
 }
 
 impl Snapshots {
@@ -96,7 +98,13 @@ impl Snapshots {
             permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
             waiting: Arc::default(),
             stall_timeout,
+            epoch: Arc::default(),
         }
+    }
+
+    /// The epoch a peer's KTHXBAI carries from now on (a durable pair server's).
+    pub(super) fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::Relaxed);
     }
 
     /// Handles one message from the SNAPSHOT socket: `[routing id, "ICANHAZ?", subtree]` (or
@@ -108,7 +116,7 @@ impl Snapshots {
         }
         let identity = frames.remove(0);
         let parsed = match &frames[..] {
-            [cmd] if cmd == PEERSYNC => Ok(Request::Peer),
+            _ if parse_peersync(&frames).is_some() => Ok(Request::Peer),
             _ => IcanHaz::parse(&frames).map(|r| Request::Client(r.subtree)),
         };
         let request = match parsed {
@@ -136,6 +144,7 @@ impl Snapshots {
             waiting: self.waiting.clone(),
             stall_timeout: self.stall_timeout,
             identity,
+            epoch: self.epoch.clone(),
         };
         let busy = self.busy.clone();
         tokio::spawn(async move {
@@ -162,6 +171,7 @@ struct Stream {
     waiting: Arc<AtomicUsize>,
     stall_timeout: Duration,
     identity: Bytes,
+    epoch: Arc<AtomicU64>,
 }
 
 impl Stream {
@@ -246,7 +256,11 @@ impl Stream {
             tokio::task::coop::consume_budget().await;
         }
         let end = Bytes::from_static(KTHXBAI.as_bytes());
-        self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), Bytes::new(), Bytes::new()]).await?;
+        let properties = match self.epoch.load(Ordering::Relaxed) {
+            0 => Bytes::new(),
+            epoch => Bytes::from(format!("epoch={epoch}\n")),
+        };
+        self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), properties, Bytes::new()]).await?;
         Ok(sent)
     }
 

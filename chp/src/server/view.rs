@@ -93,14 +93,6 @@ pub struct ServerView {
 }
 
 impl ServerView {
-    /// An empty map (accepting values up to `max_value_len` bytes), served at `port` on the
-    /// interface `bind`.
-    pub(super) fn new(bind: &str, port: u16, max_value_len: usize) -> ServerView {
-        let mut state = ServerState::new(std::time::Instant::now());
-        state.set_max_value_len(max_value_len);
-        ServerView::serving(bind, port, state)
-    }
-
     /// A view of `state` (a map recovered from disk, say), served at `port` on `bind`.
     pub(super) fn serving(bind: &str, port: u16, state: ServerState) -> ServerView {
         // A wildcard bind is reached at the loopback address.

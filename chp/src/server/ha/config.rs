@@ -110,10 +110,11 @@ pub enum HaError {
     /// The pair is broken: dual actives or dual passives. The server stopped.
     #[error("fatal: {0}")]
     Fatal(bstar::FsmError),
-    /// A pair server was given a data directory: a pair keeps its map in memory only (for now),
-    /// so this is refused rather than ignored.
-    #[error("a pair server does not keep a data directory yet (only a single server does)")]
-    DataDirUnsupported,
+    /// This server's journal could not be written (the server stopped: nothing unwritten was
+    /// published), or its map is older than its peer's (both durable, restarted together): it
+    /// stopped so the peer takes over with the newer map; restarted, it follows the peer.
+    #[error("{0}")]
+    Journal(String),
 }
 
 impl From<bstar::Error> for HaError {

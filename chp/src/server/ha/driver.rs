@@ -24,10 +24,12 @@ use zmtp::{Message, MonitorEvent, Socket, SocketType};
 use self::follow::{Follower, Phase};
 use super::reports::{HaEvent, HaShared, HaStats, HaStatus};
 use super::{HaConfig, HaError};
-use crate::command::{KvSet, hugz_message};
+use crate::command::{Freshness, KvSet, PEER_NEWER, hugz_message, parse_peersync};
+use crate::durable::JournalError;
 use crate::server::pending::{Held, Pending};
+use crate::server::persist::Persist;
 use crate::server::snapshot::Snapshots;
-use crate::server::{ServerError, Shared, WELCOME_HUGZ, log_refused};
+use crate::server::{ServerError, Shared, WELCOME_HUGZ, log_refused, persisted};
 
 /// A pair server's sockets, bound: Binary Star's (its voter is the SNAPSHOT socket) and the
 /// CHP publisher and collector.
@@ -98,6 +100,7 @@ pub(super) fn spawn(
     sockets: Sockets,
     shared: Arc<Shared>,
     ha: Arc<HaShared>,
+    persist: Option<Persist>,
 ) -> Background<Result<(), HaError>> {
     let Sockets { star, notices, publisher, collector, pub_events } = sockets;
     let handle = star.handle();
@@ -108,6 +111,9 @@ pub(super) fn spawn(
         server.max_concurrent_snapshots,
         server.snapshot_stall_timeout,
     );
+    if let Some(persist) = &persist {
+        snapshots.set_epoch(persist.epoch());
+    }
     // Not eligible to take over from PASSIVE until this server holds the truth (see
     // `Driver::holds_truth`); becoming active at formation (PRIMARY meets BACKUP) is unaffected.
     handle.set_eligible(false);
@@ -129,6 +135,9 @@ pub(super) fn spawn(
         stats: HaStats::default(),
         peer_synced: false,
         welcome: BTreeSet::new(),
+        persist,
+        confirming: None,
+        newer_than_peer: false,
     };
     Background::spawn(|stop| driver.run(notices, runner, pub_events, stop))
 }
@@ -156,6 +165,14 @@ struct Driver {
     stats: HaStats,
     peer_synced: bool,
     welcome: BTreeSet<Instant>,
+    /// The journal, with a data directory.
+    persist: Option<Persist>,
+    /// Active at the pair's formation with a journal, not serving yet: until this deadline it
+    /// waits for the peer's `PEERSYNC?` to say whose map is newer (see [`Driver::promote`]).
+    confirming: Option<Instant>,
+    /// The active answered our `PEERSYNC?` that our map is newer than its own: it stops, and we
+    /// take over holding the truth.
+    newer_than_peer: bool,
 }
 
 async fn recv_on(socket: Option<Socket>) -> zmtp::Result<Message> {
@@ -186,7 +203,7 @@ impl Driver {
         let mut runner_done = None;
         let result = loop {
             let expiry = match self.role {
-                State::Active => self.shared.lock().next_expiry().map(Instant::from_std),
+                State::Active if self.confirming.is_none() => self.shared.lock().next_expiry().map(Instant::from_std),
                 _ => None,
             };
             let hugz_at = self.welcome.first().copied().map_or(next_hugz, |w| w.min(next_hugz));
@@ -200,7 +217,11 @@ impl Driver {
             tokio::select! {
                 _ = &mut stop => break Ok(()),
                 notice = notices.recv() => match notice {
-                    Some(notice) => self.on_notice(notice).await,
+                    Some(notice) => {
+                        if let Err(e) = self.on_notice(notice).await {
+                            break Err(e);
+                        }
+                    }
                     None => {
                         // The runner stopped (fatal pair failure or socket error).
                         let result = (&mut runner).await.unwrap_or(Ok(()));
@@ -217,21 +238,50 @@ impl Driver {
                             Err(_) => break,
                         }
                     }
-                    self.collect(&mut batch).await;
+                    if let Err(e) = self.collect(&mut batch).await {
+                        break Err(journal_failed(e));
+                    }
                 }
-                msg = recv_on(follow_sub) => match msg {
-                    Ok(msg) => self.on_peer_update(msg),
+                msg = recv_on(follow_sub.clone()) => match msg {
+                    Ok(msg) => {
+                        // The active's updates, as many as are queued, then one commit for them.
+                        self.on_peer_update(msg);
+                        for _ in 1..BATCH {
+                            match follow_sub.as_ref().map(|s| s.try_recv()) {
+                                Some(Ok(msg)) => self.on_peer_update(msg),
+                                _ => break,
+                            }
+                        }
+                        if let Some(persist) = self.persist.as_mut()
+                            && let Err(e) = persist.commit(&self.shared).await
+                        {
+                            break Err(journal_failed(e));
+                        }
+                    }
                     Err(e) => tracing::warn!(error = %e, "peer subscriber failed"),
                 },
                 msg = recv_on(follow_dealer) => match msg {
-                    Ok(msg) => self.on_peer_snapshot(msg),
+                    Ok(msg) => {
+                        if let Err(e) = self.on_peer_snapshot(msg).await {
+                            break Err(journal_failed(e));
+                        }
+                    }
                     Err(e) => tracing::warn!(error = %e, "peer snapshot socket failed"),
                 },
                 _ = sleep_until(sync_deadline) => self.sync_timed_out(),
+                _ = sleep_until(self.confirming) => {
+                    tracing::warn!("the peer did not say how new its map is: serving ours");
+                    if let Err(e) = self.finish_promotion(None).await {
+                        break Err(e);
+                    }
+                }
                 _ = sleep_until(expiry) => {
                     let mut publish = Vec::new();
                     self.shared.lock().expire(std::time::Instant::now(), &mut publish);
                     self.shared.stats.expired.add(publish.len() as u64);
+                    if let Err(e) = persisted(&mut self.persist, &self.shared, &publish).await {
+                        break Err(journal_failed(e));
+                    }
                     for update in publish {
                         tracing::debug!(key = %update.key.escape_ascii(), sequence = update.sequence, "expired");
                         let _ = self.publisher.send(update.to_message()).await;
@@ -272,6 +322,7 @@ impl Driver {
         }
         let fatal = match &result {
             Err(HaError::Fatal(e)) => Some(e.to_string()),
+            Err(HaError::Journal(why)) => Some(why.clone()),
             _ => None,
         };
         if let Some(why) = &fatal {
@@ -325,13 +376,17 @@ impl Driver {
         let _ = self.ha.events.send(event);
     }
 
-    async fn on_notice(&mut self, notice: Notice) {
+    async fn on_notice(&mut self, notice: Notice) -> Result<(), HaError> {
         match notice {
-            Notice::BecameActive => self.promote().await,
+            Notice::BecameActive => self.promote().await?,
             Notice::BecamePassive => self.become_passive(),
-            Notice::Request(msg) => self.snapshots.request(msg),
+            Notice::Request(msg) => self.on_request(msg).await?,
             Notice::PeerAlive(state) => self.emit(HaEvent::PeerAlive(state)),
             Notice::PeerSilent => {
+                if self.confirming.is_some() {
+                    tracing::warn!("the peer went silent before saying how new its map is: serving ours");
+                    self.finish_promotion(None).await?;
+                }
                 if self.role == State::Passive && !self.holds_truth {
                     let keys = self.shared.lock().len();
                     tracing::error!(
@@ -347,10 +402,88 @@ impl Driver {
             }
             _ => {}
         }
+        Ok(())
     }
 
-    /// BecameActive: stop following, replay the pending list, then serve.
-    async fn promote(&mut self) {
+    /// A request on the SNAPSHOT socket (we are active): ICANHAZ? from a client, PEERSYNC? from
+    /// the peer. With a journal, the peer's PEERSYNC? says how new its map is: while confirming,
+    /// that decides whether we serve ours (and the peer copies it) or stop for the peer's newer
+    /// one.
+    async fn on_request(&mut self, msg: Message) -> Result<(), HaError> {
+        let peersync = msg.frames().get(1..).and_then(parse_peersync);
+        if self.confirming.is_some() {
+            let Some(theirs) = peersync else {
+                // A client asks before we know whose map is newer: it asks again.
+                return Ok(());
+            };
+            let ours = self.freshness();
+            if theirs.is_some_and(|theirs| theirs > ours) {
+                let identity = msg.frames()[0].clone();
+                let answer = Message::from(vec![identity, bytes::Bytes::from_static(PEER_NEWER.as_bytes())]);
+                // Written before we stop (the peer takes over only once it has it).
+                let voter = self.star.voter().clone();
+                let _ = voter.send(answer).await;
+                voter.set_linger(Some(self.config.heartbeat));
+                let _ = tokio::time::timeout(2 * self.config.heartbeat, voter.close()).await;
+                tracing::error!(
+                    ours = ?ours,
+                    theirs = ?theirs,
+                    "the peer's map is newer than ours (both restarted): stopping so it takes over; \
+                     restarted, this server follows it"
+                );
+                return Err(HaError::Journal(format!(
+                    "the peer's map is newer (epoch {}, sequence {}) than ours (epoch {}, sequence {}): it takes over",
+                    theirs.map_or(0, |f| f.epoch),
+                    theirs.map_or(0, |f| f.sequence),
+                    ours.epoch,
+                    ours.sequence
+                )));
+            }
+            self.finish_promotion(theirs.map(|f| f.epoch)).await?;
+        } else if let (Some(Some(theirs)), Some(_)) = (peersync, &self.persist) {
+            let ours = self.freshness();
+            if theirs > ours {
+                // We took over alone (the peer was down at our start): ours is the map clients
+                // have been served since; the peer's newer writes give way (clients still running
+                // resend their own).
+                tracing::warn!(ours = ?ours, theirs = ?theirs, "the returning peer's map was newer; it takes ours");
+            }
+        }
+        self.snapshots.request(msg);
+        Ok(())
+    }
+
+    /// Our map's epoch and sequence (zero without a journal).
+    fn freshness(&self) -> Freshness {
+        Freshness { epoch: self.persist.as_ref().map_or(0, |p| p.epoch()), sequence: self.shared.lock().sequence() }
+    }
+
+    /// BecameActive. With a journal and a live peer (the pair forming after a restart), first
+    /// confirm whose map is newer: the peer says in its PEERSYNC? ([`Driver::on_request`]). Until
+    /// then nothing is served, published or expired, and client updates are held as a passive
+    /// holds them. Otherwise: serve at once.
+    async fn promote(&mut self) -> Result<(), HaError> {
+        if self.persist.is_some() && !self.newer_than_peer && self.star.status().peer == bstar::Liveness::Alive {
+            self.role = State::Active;
+            self.confirming = Some(Instant::now() + self.config.peer_sync_timeout);
+            tracing::info!("active: waiting for the peer to say how new its map is");
+            return Ok(());
+        }
+        self.finish_promotion(None).await
+    }
+
+    /// Becoming active for good: stop following, take a new epoch (a journal's), replay the
+    /// pending list, then serve. `peer_epoch`: what the peer said its epoch was.
+    async fn finish_promotion(&mut self, peer_epoch: Option<u64>) -> Result<(), HaError> {
+        self.confirming = None;
+        if let Some(persist) = self.persist.as_mut() {
+            // Every promotion starts an epoch above both servers' (as far as we know the peer's),
+            // so a map this server publishes from now on sorts above any the peer holds.
+            let epoch = persist.epoch().max(peer_epoch.unwrap_or(0)) + 1;
+            persist.set_epoch(epoch).await.map_err(journal_failed)?;
+            self.snapshots.set_epoch(epoch);
+            tracing::info!(epoch, "new epoch");
+        }
         let now = std::time::Instant::now();
         let mut complete = !self.was_passive || self.peer_synced;
         if let Some(mut follower) = self.follower.take() {
@@ -376,6 +509,7 @@ impl Driver {
         let replay = self.pending.take_all();
         let replayed = replay.len();
         let mut publish = Vec::with_capacity(replayed);
+        let complete = complete || self.newer_than_peer;
         let (sequence, keys) = {
             let mut state = self.shared.lock();
             for msg in replay {
@@ -392,6 +526,9 @@ impl Driver {
             }
             (state.sequence(), state.len())
         };
+        if let Err(e) = persisted(&mut self.persist, &self.shared, &publish).await {
+            return Err(journal_failed(e));
+        }
         self.shared.stats.updates.add(publish.len() as u64);
         for update in publish {
             let _ = self.publisher.send(update.to_message()).await;
@@ -406,10 +543,12 @@ impl Driver {
             tracing::warn!(replayed, sequence, keys, "active before holding a complete copy of the peer's map");
         }
         self.emit(HaEvent::BecameActive { replayed, sequence, keys, complete });
+        Ok(())
     }
 
-    /// A batch of KVSETs from the collector.
-    async fn collect(&mut self, batch: &mut Vec<Message>) {
+    /// A batch of KVSETs from the collector: applied, journaled, then published (held while not
+    /// serving).
+    async fn collect(&mut self, batch: &mut Vec<Message>) -> Result<(), JournalError> {
         let now = std::time::Instant::now();
         let mut publish = Vec::new();
         {
@@ -432,7 +571,7 @@ impl Driver {
                     }
                     continue;
                 }
-                if self.role != State::Active {
+                if self.role != State::Active || self.confirming.is_some() {
                     if self.pending.hold(set.0, now) == Held::Queued {
                         tracing::trace!("update held until the active publishes it");
                     }
@@ -457,11 +596,19 @@ impl Driver {
                 }
             }
         }
+        persisted(&mut self.persist, &self.shared, &publish).await?;
         self.shared.stats.updates.add(publish.len() as u64);
         for update in publish {
             if self.publisher.send(update.to_message()).await.is_err() {
                 break;
             }
         }
+        Ok(())
     }
+}
+
+/// A journal failure stops the server (nothing unwritten was published).
+fn journal_failed(e: JournalError) -> HaError {
+    tracing::error!(error = %e, "cannot write the journal: the server stops (nothing unwritten was published)");
+    HaError::Journal(e.to_string())
 }

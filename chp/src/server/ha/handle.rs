@@ -12,7 +12,7 @@ use zmtp::task::{Background, Events};
 use super::driver::{self, Sockets};
 use super::reports::{EVENTS_KEPT, HaEvent, HaShared, HaStats, HaStatus};
 use super::{HaConfig, HaError};
-use crate::server::{ServerView, port_of};
+use crate::server::{ServerView, open_state, port_of};
 
 /// One running server of a high-availability pair (see the [module docs](super)). Dropping it stops
 /// it (its sockets close, its heartbeats stop: to the peer it is dead).
@@ -31,29 +31,29 @@ impl HaServer {
     /// Binds the CHP sockets (the SNAPSHOT socket being the Binary Star voter) and the Binary
     /// Star sockets, and starts.
     pub async fn bind(config: HaConfig) -> Result<HaServer, HaError> {
-        if config.server.data_dir.is_some() {
-            return Err(HaError::DataDirUnsupported);
-        }
+        // With a data directory, the map, sequence and epoch stored there, before any socket.
+        let (state, persist) = open_state(&config.server).await?;
         let sockets = Sockets::bind(&config).await?;
         let star = sockets.star.handle();
         let server = &config.server;
         let port = port_of(star.voter_endpoint()).unwrap_or(server.port);
-        let view = ServerView::new(&server.bind, port, server.max_value_len);
+        let (sequence, keys) = (state.sequence(), state.len());
+        let view = ServerView::serving(&server.bind, port, state);
         let status = HaStatus {
             side: config.side,
             state: config.side.start_state(),
             peer: Liveness::Unknown,
             peer_state: None,
             peer_synced: false,
-            sequence: 0,
-            keys: 0,
+            sequence,
+            keys,
             pending: 0,
             stats: HaStats::default(),
             running: true,
             fatal: None,
         };
         let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(EVENTS_KEPT).0 });
-        let task = driver::spawn(config, sockets, view.shared().clone(), ha.clone());
+        let task = driver::spawn(config, sockets, view.shared().clone(), ha.clone(), persist);
         tracing::info!(address = %view.address(), side = %star.status().side, "CHP pair server listening");
         Ok(HaServer { view, ha, star, task })
     }

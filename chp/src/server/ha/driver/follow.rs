@@ -8,12 +8,12 @@
 use std::time::Duration;
 
 use bstar::State;
-use bytes::Bytes;
 use tokio::time::Instant;
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
 
 use super::Driver;
-use crate::command::{KTHXBAI, PEERSYNC, Update};
+use crate::command::{KTHXBAI, PEER_NEWER, Update, peersync_message};
+use crate::durable::JournalError;
 use crate::kvmsg::KvMsg;
 use crate::server::ha::HaEvent;
 use crate::server::parse_ttl;
@@ -105,6 +105,9 @@ impl Driver {
 
     /// Sends PEERSYNC? on a fresh socket; `queued` are updates already received.
     fn request_snapshot(&mut self, queued: Vec<KvMsg>) {
+        // With a journal, say how new our map is: the active, if it restarted with us, serves
+        // only if its own is at least as new.
+        let request = peersync_message(self.persist.is_some().then(|| self.freshness()));
         let Some(follower) = self.follower.as_mut() else { return };
         if self.star.peer_state() != Some(State::Active) {
             // Only the active has a map to give (and only its vote is safe to ask for).
@@ -123,11 +126,12 @@ impl Driver {
         let timeout = self.config.peer_sync_timeout;
         let endpoint = self.config.peer.snapshot();
         let sending = dealer.clone();
+
         // DEALER waits for a connected peer to send: never in the event loop.
         tokio::spawn(async move {
             let send = async {
                 sending.connect(&endpoint).await?;
-                sending.send(Message::single(Bytes::from_static(PEERSYNC.as_bytes()))).await
+                sending.send(request).await
             };
             match tokio::time::timeout(timeout, send).await {
                 Ok(Ok(())) => tracing::debug!(endpoint, "PEERSYNC? sent"),
@@ -181,11 +185,20 @@ impl Driver {
         }
     }
 
-    /// Applies one update of the active (following).
+    /// Applies one update of the active (following), and journals it (committed by the caller).
     fn follow(&mut self, msg: KvMsg, now: Instant) {
         let outcome = self.shared.lock().follow(&msg, now.into_std());
         match outcome {
-            Followed::Applied | Followed::Stale => {
+            Followed::Applied => {
+                if let Some(persist) = self.persist.as_mut()
+                    && let Err(e) = persist.append(&self.shared.lock(), std::slice::from_ref(&msg))
+                {
+                    // The next commit fails the same way and stops the server.
+                    tracing::error!(error = %e, "cannot journal an update from the active");
+                }
+                self.pending.published(&msg, now.into_std());
+            }
+            Followed::Stale => {
                 self.pending.published(&msg, now.into_std());
             }
             Followed::Gap { expected, got } => {
@@ -198,18 +211,33 @@ impl Driver {
     }
 
     /// A message on the snapshot request's socket.
-    pub(super) fn on_peer_snapshot(&mut self, msg: Message) {
+    pub(super) async fn on_peer_snapshot(&mut self, msg: Message) -> Result<(), JournalError> {
         let now = Instant::now();
+        if matches!(msg.frames(), [answer] if answer == PEER_NEWER) {
+            // Both of us restarted from our journals and ours is newer: the active stops, and we
+            // take over (on a client's vote) holding the truth.
+            tracing::warn!("the active's map is older than ours: it stops, and this server takes over");
+            self.newer_than_peer = true;
+            self.holds_truth = true;
+            self.star.set_eligible(true);
+            if let Some(follower) = self.follower.as_mut() {
+                if let Some(dealer) = follower.dealer.take() {
+                    tokio::spawn(dealer.close());
+                }
+                follower.phase = Phase::Proving;
+            }
+            return Ok(());
+        }
         let kv = match KvMsg::parse(msg.frames()) {
             Ok(kv) => kv,
             Err(e) => {
                 tracing::warn!(error = %e, "dropped bad snapshot message from the peer");
-                return;
+                return Ok(());
             }
         };
         let Some(Follower { phase: Phase::Syncing { deadline, sequence, entries, .. }, .. }) = self.follower.as_mut()
         else {
-            return;
+            return Ok(());
         };
         *deadline = now + self.config.peer_sync_timeout;
         if kv.key != KTHXBAI.as_bytes() {
@@ -218,7 +246,7 @@ impl Driver {
             if !kv.body.is_empty() {
                 entries.push(PeerEntry { key: kv.key, value: kv.body, ttl });
             }
-            return;
+            return Ok(());
         }
         let follower = self.follower.as_mut().expect("matched above");
         let Phase::Syncing { requested, entries, queued, .. } =
@@ -232,6 +260,13 @@ impl Driver {
         let snapshot_sequence = kv.sequence;
         let keys = entries.len();
         self.shared.lock().load(entries, snapshot_sequence, now.into_std());
+        if let Some(persist) = self.persist.as_mut() {
+            // Our journal becomes the active's map, in its epoch.
+            persist.reset(&self.shared).await?;
+            let epoch = kv.properties.get("epoch").and_then(|e| e.parse().ok()).unwrap_or(0);
+            persist.set_epoch(epoch).await?;
+            self.snapshots.set_epoch(epoch);
+        }
         // What the client sent us before we asked is in the snapshot, or the active never had it.
         self.pending.discard_before(requested.into_std());
         self.peer_synced = true;
@@ -250,6 +285,10 @@ impl Driver {
                     break; // a gap: a new snapshot was requested
                 }
             }
+        }
+        match self.persist.as_mut() {
+            Some(persist) => persist.commit(&self.shared).await,
+            None => Ok(()),
         }
     }
 }

@@ -1,0 +1,142 @@
+//! A high-availability pair whose servers keep their maps on disk: restarted together, the pair
+//! serves the newer of the two maps (by epoch, then sequence), with nothing confirmed lost and
+//! sequences carrying on; the server holding the older map steps aside, and follows once
+//! restarted.
+
+use std::path::{Path, PathBuf};
+
+use bstar::{Side, State};
+use chp::server::ha::{HaError, HaServer};
+use chp::{Client, Status};
+use zmtp_testkit::{bounded, step, unique};
+
+mod common;
+
+use common::pair::PairPorts;
+
+/// A fresh data directory (removed when dropped).
+struct DataDir(PathBuf);
+
+impl DataDir {
+    fn new() -> DataDir {
+        DataDir(std::env::temp_dir().join(unique("chp-ha-data")))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn bind(ports: &PairPorts, side: Side, dir: &DataDir) -> HaServer {
+    let mut config = ports.config(side);
+    config.server.data_dir = Some(dir.path().to_owned());
+    HaServer::bind(config).await.expect("pair server with a data directory binds")
+}
+
+/// Writes `n` keys `/{tag}/{i}` through `client`, each confirmed; returns the last sequence.
+async fn write(client: &Client, tag: &str, n: usize) -> u64 {
+    let mut last = 0;
+    for i in 0..n {
+        last =
+            step("set confirmed", client.set(format!("/{tag}/{i}"), format!("{tag}{i}"), None)).await.unwrap().unwrap();
+    }
+    last
+}
+
+/// Every key `write` confirmed is in `client`'s replica.
+fn holds(client: &Client, tag: &str, n: usize) {
+    for i in 0..n {
+        assert_eq!(client.get(format!("/{tag}/{i}")).as_deref(), Some(format!("{tag}{i}").as_bytes()), "/{tag}/{i}");
+    }
+}
+
+async fn synced_client(ports: &PairPorts) -> Client {
+    let client = Client::start(ports.options()).unwrap();
+    step("client synced", client.synced()).await.unwrap();
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pair_restarted_together_serves_its_map_and_carries_on() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        step("pair formed", backup.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+        let client = synced_client(&ports).await;
+        let last = write(&client, "one", 40).await;
+        step("backup followed", backup.wait_for(|s| s.sequence == last)).await.unwrap();
+        client.close().await;
+        backup.close().await;
+        primary.close().await;
+
+        // Both back: the primary's map (the newer one, or equal) is served, in a new epoch.
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        assert_eq!((primary.sequence(), primary.len()), (last, 40), "recovered before serving");
+        step("pair formed again", backup.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+        assert_eq!(primary.state(), State::Active);
+        let client = synced_client(&ports).await;
+        holds(&client, "one", 40);
+        let next = step("set", client.set("/two/0", "x", None)).await.unwrap().unwrap();
+        assert_eq!(next, last + 1, "the sequence carries on");
+        step("backup follows", backup.wait_for(|s| s.sequence == next)).await.unwrap();
+        client.close().await;
+        backup.close().await;
+        primary.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newer_map_wins_and_the_older_server_steps_aside() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        step("pair formed", backup.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+        let client = synced_client(&ports).await;
+        write(&client, "one", 20).await;
+
+        // The primary dies; the backup takes over and confirms more; then it dies too.
+        primary.close().await;
+        let last = write(&client, "two", 20).await;
+        assert_eq!(backup.state(), State::Active);
+        client.close().await;
+        backup.close().await;
+
+        // Both back, the primary first: it holds the older map, so it stops for the backup.
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        match step("the primary steps aside", primary.wait()).await {
+            Err(HaError::Journal(why)) => assert!(why.contains("newer"), "{why}"),
+            other => panic!("expected the primary to stop for the newer map, got {other:?}"),
+        }
+        // A client's vote makes the backup active with its (newer) map.
+        let client = synced_client(&ports).await;
+        assert!(matches!(client.status(), Status::Active(a) if a == ports.backup));
+        holds(&client, "one", 20);
+        holds(&client, "two", 20);
+        assert!(client.sequence() >= last, "sequences never go back: {} < {last}", client.sequence());
+        let next = step("set", client.set("/three/0", "x", None)).await.unwrap().unwrap();
+        assert!(next > last);
+
+        // The primary, restarted, follows the backup and takes its map.
+        let primary = bind(&ports, Side::Primary, &a).await;
+        step("primary follows", primary.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+        step("primary caught up", primary.wait_for(|s| s.sequence == next)).await.unwrap();
+        assert_eq!(primary.map(), backup.map());
+        client.close().await;
+        primary.close().await;
+        backup.close().await;
+    })
+    .await;
+}
