@@ -141,12 +141,14 @@ pub struct Fsm {
     healer: Option<Healer>,
     /// May leave PASSIVE for ACTIVE (see [`Fsm::set_eligible`]).
     eligible: bool,
+    /// PRIMARY may go ACTIVE on a client's vote alone (see [`Fsm::set_may_start_alone`]).
+    may_start_alone: bool,
 }
 
 impl Fsm {
     /// A machine in the side's start state, with the Guide's fatal dual actives / dual passives.
     pub fn new(side: Side) -> Fsm {
-        Fsm { side, state: side.start_state(), healer: None, eligible: true }
+        Fsm { side, state: side.start_state(), healer: None, eligible: true, may_start_alone: true }
     }
 
     /// A machine in the side's start state that heals a split brain instead of failing (see
@@ -166,7 +168,7 @@ impl Fsm {
     /// # Ok::<(), bstar::fsm::FsmError>(())
     /// ```
     pub fn healing(side: Side) -> Fsm {
-        Fsm { side, state: side.start_state(), healer: Some(Healer::default()), eligible: true }
+        Fsm { side, state: side.start_state(), healer: Some(Healer::default()), eligible: true, may_start_alone: true }
     }
 
     /// Whether the machine may go from PASSIVE to ACTIVE (default true). An application clears it
@@ -188,6 +190,25 @@ impl Fsm {
     /// ```
     pub fn set_eligible(&mut self, eligible: bool) {
         self.eligible = eligible;
+    }
+
+    /// Whether a PRIMARY that has not met its peer may go ACTIVE on a client's vote once the peer
+    /// has been silent past its expiry (default true, as the Guide's Binary Star: a primary
+    /// restarted alone serves). An application whose state survives restarts clears it while the
+    /// peer may hold newer state than its own: a vote is then rejected, and the pair forms only
+    /// when the peer returns (PRIMARY meeting BACKUP or ACTIVE is unaffected).
+    ///
+    /// ```
+    /// use bstar::fsm::{Event, Fsm, Side, State, Vote};
+    /// let mut fsm = Fsm::new(Side::Primary);
+    /// fsm.set_may_start_alone(false);
+    /// assert_eq!(fsm.handle(Event::ClientRequest, true)?.vote, Some(Vote::Reject));
+    /// assert_eq!(fsm.state(), State::Primary);
+    /// assert_eq!(fsm.handle(Event::PeerBackup, false)?.state, State::Active);
+    /// # Ok::<(), bstar::fsm::FsmError>(())
+    /// ```
+    pub fn set_may_start_alone(&mut self, may: bool) {
+        self.may_start_alone = may;
     }
 
     /// Which server this is.
@@ -213,6 +234,16 @@ impl Fsm {
             // Vetoed: stay passive, and a vote is rejected.
             *outcome =
                 Outcome { state: State::Passive, vote: outcome.vote.map(|_| Vote::Reject), became: None, split: None };
+        }
+        if let Ok(outcome) = &mut result
+            && before == State::Primary
+            && event == Event::ClientRequest
+            && outcome.state == State::Active
+            && !self.may_start_alone
+        {
+            // Vetoed: wait for the peer.
+            *outcome =
+                Outcome { state: State::Primary, vote: outcome.vote.map(|_| Vote::Reject), became: None, split: None };
         }
         let outcome = match (result, self.healer.as_mut()) {
             (Ok(outcome), healer) => {

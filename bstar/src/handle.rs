@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub(crate) heartbeat: Duration,
     /// See [`Handle::set_eligible`].
     pub(crate) eligible: AtomicBool,
+    /// See [`Handle::set_may_start_alone`].
+    pub(crate) may_start_alone: AtomicBool,
 }
 
 impl Shared {
@@ -157,5 +159,11 @@ impl Handle {
     /// See [`set_eligible`](Self::set_eligible).
     pub fn eligible(&self) -> bool {
         self.shared.eligible.load(Ordering::Relaxed)
+    }
+
+    /// Whether a PRIMARY that has not met its peer may take over on a client's vote (default
+    /// true; see [`Fsm::set_may_start_alone`](crate::fsm::Fsm::set_may_start_alone)).
+    pub fn set_may_start_alone(&self, may: bool) {
+        self.shared.may_start_alone.store(may, Ordering::Relaxed);
     }
 }

@@ -147,6 +147,7 @@ impl BinaryStar {
             voter_endpoint,
             heartbeat: config.heartbeat,
             eligible: std::sync::atomic::AtomicBool::new(true),
+            may_start_alone: std::sync::atomic::AtomicBool::new(true),
         });
         let (outbox, notices) = Outbox::new(config.request_queue);
         let star = BinaryStar {
@@ -358,6 +359,7 @@ impl BinaryStar {
     fn sync_eligibility(&mut self) {
         let eligible = self.shared.eligible.load(std::sync::atomic::Ordering::Relaxed);
         self.fsm.set_eligible(eligible);
+        self.fsm.set_may_start_alone(self.shared.may_start_alone.load(std::sync::atomic::Ordering::Relaxed));
     }
 
     fn check_peer(&mut self, clock: &mut PeerClock, now: Instant) {

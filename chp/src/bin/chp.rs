@@ -214,6 +214,11 @@ struct Pair {
     /// Pair: give up on a snapshot of the peer making no progress for this many milliseconds.
     #[arg(long, default_value_t = 2000)]
     peer_sync_timeout_ms: u64,
+    /// Pair with --data-dir: a primary restarted while its peer is down serves the map it has
+    /// (once a client votes) instead of waiting for the peer, whose map may be newer. For bringing
+    /// one server back when the other is gone for good.
+    #[arg(long)]
+    start_alone: bool,
     /// Pair: print a status line every this many milliseconds (0 = never).
     #[arg(long, default_value_t = 0)]
     status_ms: u64,
@@ -550,6 +555,7 @@ async fn pair_server(
     config.pending =
         PendingConfig { window: Duration::from_millis(pair.pending_window_ms), ..PendingConfig::default() };
     config.peer_sync_timeout = Duration::from_millis(pair.peer_sync_timeout_ms.max(1));
+    config.start_alone = pair.start_alone;
     let note = curve_note(curve.as_ref());
     config.server.curve = curve;
     let server = HaServer::bind(config).await.map_err(|e| e.to_string())?;

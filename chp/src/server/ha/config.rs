@@ -32,6 +32,12 @@ pub struct HaConfig {
     /// A passive server's snapshot of the active that makes no progress for this long is
     /// abandoned and asked for again on a fresh socket. Default 2 s.
     pub peer_sync_timeout: Duration,
+    /// With a [`data_dir`](ServerConfig::data_dir): may a primary restarted alone serve the map
+    /// it has, once its peer has been silent past expiry and a client votes? Default false: it
+    /// waits for its peer, whose map may be newer (the pair then serves the newer one). Set it to
+    /// bring one server back when the other is gone for good. Without a data directory a primary
+    /// always may (the Guide's behaviour: both maps were lost anyway).
+    pub start_alone: bool,
 }
 
 impl HaConfig {
@@ -53,6 +59,7 @@ impl HaConfig {
             heartbeat: bstar::DEFAULT_HEARTBEAT,
             pending: PendingConfig::default(),
             peer_sync_timeout: Duration::from_secs(2),
+            start_alone: false,
         }
     }
 

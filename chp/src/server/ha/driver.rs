@@ -117,6 +117,8 @@ pub(super) fn spawn(
     // Not eligible to take over from PASSIVE until this server holds the truth (see
     // `Driver::holds_truth`); becoming active at formation (PRIMARY meets BACKUP) is unaffected.
     handle.set_eligible(false);
+    // A durable primary restarted alone waits for its peer, whose map may be newer than ours.
+    handle.set_may_start_alone(persist.is_none() || config.start_alone);
     let runner = tokio::spawn(star.run());
     let role = config.side.start_state();
     let driver = Driver {
