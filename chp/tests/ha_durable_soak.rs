@@ -94,13 +94,15 @@ async fn soak() {
     // outage: the client holds it until a server answers).
     let stop = Arc::new(AtomicBool::new(false));
     let highest = Arc::new(AtomicU64::new(0));
+    // Every key's last confirmed write (a writer's counter, which is also the value it wrote).
+    let latest: Arc<std::sync::Mutex<BTreeMap<String, u64>>> = Arc::default();
     let mut clients = Vec::new();
     let mut writers = Vec::new();
     for w in 0..WRITERS {
         let client =
             synced(Client::start(ports.options().set_timing(Duration::from_millis(300), 4 * STEP)).unwrap()).await;
         clients.push(client.clone());
-        let (stop, highest) = (stop.clone(), highest.clone());
+        let (stop, highest, latest) = (stop.clone(), highest.clone(), latest.clone());
         writers.push(tokio::spawn(async move {
             let mut confirmed: BTreeMap<Bytes, Bytes> = BTreeMap::new();
             let mut j = 0u64;
@@ -109,6 +111,7 @@ async fn soak() {
                 let sequence =
                     client.set(key.clone(), value.clone(), None).await.unwrap_or_else(|e| panic!("{key}: {e}"));
                 highest.fetch_max(sequence.unwrap(), Ordering::Relaxed);
+                latest.lock().unwrap().insert(key.clone(), j);
                 confirmed.insert(key.into(), value.into());
                 j += 1;
             }
@@ -129,6 +132,7 @@ async fn soak() {
         tokio::time::sleep(Duration::from_millis(gap)).await;
         procs[1 - first].kill9().await;
         let confirmed_before = highest.load(Ordering::Relaxed);
+        let confirmed = latest.lock().unwrap().clone();
         procs[restart_first] = spawn(sides[restart_first], &ports, &dirs[restart_first]);
         tokio::time::sleep(Duration::from_millis(restart_gap)).await;
         procs[1 - restart_first] = spawn(sides[1 - restart_first], &ports, &dirs[1 - restart_first]);
@@ -140,6 +144,11 @@ async fn soak() {
             "round {round}: the pair serves sequence {} after {confirmed_before} was confirmed",
             fresh.sequence()
         );
+        // Every write confirmed before the kills is served, or a later one of the same key.
+        for (key, j) in &confirmed {
+            let served = fresh.get(key.as_str()).map(|v| String::from_utf8_lossy(&v).parse::<u64>().unwrap());
+            assert!(served >= Some(*j), "round {round}: {key} confirmed at write {j}, served {served:?}");
+        }
         fresh.close().await;
     }
 
