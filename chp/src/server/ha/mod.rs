@@ -33,6 +33,15 @@
 //!   active (a partition healed, or an active resumed after a stall longer than the peer expiry),
 //!   the one that took over stays, the other becomes passive and re-syncs from it (keeping its old
 //!   map until the new copy is complete). Neither stops.
+//! - **On disk** (a [`data_dir`](crate::ServerConfig::data_dir) for each server): the active
+//!   journals before it publishes, the passive journals what it follows and takes the active's
+//!   map whole on a `PEERSYNC?`. Each promotion starts a new epoch, stored beside the map, and
+//!   maps are ordered by (epoch, sequence) ([`crate::command::Freshness`]). A durable passive's
+//!   `PEERSYNC?` carries its own; an active formed with a live peer after a restart serves
+//!   nothing until it has it, and stops ([`HaError::Journal`]) answering
+//!   [`PEER_NEWER`](crate::command::PEER_NEWER) if the peer's map is newer: the peer takes over,
+//!   and the stopped server, restarted, follows it. A durable primary restarted alone waits for
+//!   its peer unless [`HaConfig::start_alone`].
 //! - **CURVE** ([`HaConfig::curve`], [`ServerCurve`](crate::security::ServerCurve)): the CHP
 //!   sockets, the Binary Star voter and state link, and the passive's SUB and PEERSYNC? DEALER to
 //!   the peer (CURVE clients of it, with this server's key pair, which the peer admits even when it
