@@ -5,13 +5,12 @@
 //! (`RUST_LOG=debug`, `RUST_LOG=info,zmtp=error`); span and field filters are not supported — they
 //! need a regular-expression engine that would be a fifth of a static binary's size.
 
-use std::io::IsTerminal;
-
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// Sends tracing to stderr (in colour on a terminal), filtered by `RUST_LOG`, else by `default`
+/// Sends tracing to stderr as plain text (no colour: its code was 8 KiB of a size-limited static
+/// binary), filtered by `RUST_LOG`, else by `default`
 /// (same syntax). A `RUST_LOG` that does not parse is reported on stderr and the default used.
 /// `with_target`: prefix each line with the module that wrote it.
 pub fn init(default: &str, with_target: bool) {
@@ -23,9 +22,8 @@ pub fn init(default: &str, with_target: bool) {
         }),
         Err(_) => default,
     };
-    let ansi = std::io::stderr().is_terminal();
     let _ = tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).with_target(with_target))
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_target(with_target))
         .with(filter)
         .try_init();
 }

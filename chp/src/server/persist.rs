@@ -66,6 +66,9 @@ mod enabled {
     use crate::kvmsg::KvMsg;
     use crate::store::Entry;
 
+    /// A call [`Persist::blocking`] runs on the journal.
+    type JournalCall = Box<dyn FnOnce(&mut Journal) -> Result<(), JournalError> + Send>;
+
     /// The log may grow to this many bytes before a compaction, or to twice the map's size if larger
     /// (replaying a log costs about what writing the map once does).
     const COMPACT_AT_LEAST: u64 = 64 << 20;
@@ -136,18 +139,14 @@ mod enabled {
         /// Writes what was appended (and fsyncs it, as the durability says), then compacts if the log
         /// has outgrown the map. Returns once it is done.
         pub(in crate::server) async fn commit(&mut self, shared: &Arc<Shared>) -> Result<(), JournalError> {
-            let mut journal = self.journal.take().expect("one commit at a time");
             let for_compaction = shared.clone();
             let epoch_unix_ms = self.epoch_unix_ms;
-            let (journal, result) = tokio::task::spawn_blocking(move || {
-                let result =
-                    journal.commit().and_then(|()| compact_if_due(&mut journal, &for_compaction, epoch_unix_ms));
-                (journal, result)
-            })
-            .await
-            .expect("journal commit panicked");
-            count(&journal, shared);
-            self.journal = Some(journal);
+            let result = self
+                .blocking(Box::new(move |journal| {
+                    journal.commit().and_then(|()| compact_if_due(journal, &for_compaction, epoch_unix_ms))
+                }))
+                .await;
+            count(self.journal.as_ref().expect("back"), shared);
             result
         }
 
@@ -158,7 +157,7 @@ mod enabled {
 
         /// Stores `epoch` durably before returning.
         pub(in crate::server) async fn set_epoch(&mut self, epoch: u64) -> Result<(), JournalError> {
-            self.blocking(move |journal| journal.set_epoch(epoch)).await
+            self.blocking(Box::new(move |journal| journal.set_epoch(epoch))).await
         }
 
         /// Replaces the journal with the map `shared` holds now (a pair server that took its
@@ -166,16 +165,18 @@ mod enabled {
         /// is written, as in a compaction.
         pub(in crate::server) async fn reset(&mut self, shared: &Arc<Shared>) -> Result<(), JournalError> {
             let (shared, epoch_unix_ms) = (shared.clone(), self.epoch_unix_ms);
-            self.blocking(move |journal| {
+            self.blocking(Box::new(move |journal| {
                 let state = shared.lock();
                 let entries = state.entries().map(|e| Entry { deadline: e.deadline.map(|ms| epoch_unix_ms + ms), ..e });
                 journal.reset(state.sequence(), entries)
-            })
+            }))
             .await
         }
 
-        /// Runs `f` on the journal on tokio's blocking pool.
-        async fn blocking<T: Send + 'static>(&mut self, f: impl FnOnce(&mut Journal) -> T + Send + 'static) -> T {
+        /// Runs `f` on the journal on tokio's blocking pool. One boxed type for every call, so the
+        /// blocking task's code is in the binary once (each closure type was a copy: the size-
+        /// limited static build counts).
+        async fn blocking(&mut self, f: JournalCall) -> Result<(), JournalError> {
             let mut journal = self.journal.take().expect("one call at a time");
             let (journal, result) = tokio::task::spawn_blocking(move || {
                 let result = f(&mut journal);
@@ -192,17 +193,11 @@ mod enabled {
             if !self.journal.as_ref().is_some_and(|j| j.needs_sync(Instant::now())) {
                 return Ok(());
             }
-            let mut journal = self.journal.take().expect("one call at a time");
-            let (journal, result) = tokio::task::spawn_blocking(move || {
-                let result = journal.tick(Instant::now()).map(drop);
-                (journal, result)
-            })
-            .await
-            .expect("journal sync panicked");
-            count(&journal, shared);
-            self.journal = Some(journal);
+            let result = self.blocking(Box::new(|journal| journal.tick(Instant::now()).map(drop))).await;
+            count(self.journal.as_ref().expect("back"), shared);
             result
         }
+
     }
 
     /// The journal's counters, in the server's stats.
