@@ -197,7 +197,6 @@ mod enabled {
             count(self.journal.as_ref().expect("back"), shared);
             result
         }
-
     }
 
     /// The journal's counters, in the server's stats.
