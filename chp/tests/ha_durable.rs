@@ -137,6 +137,23 @@ async fn the_newer_map_wins_and_the_older_server_steps_aside() {
         client.close().await;
         primary.close().await;
         backup.close().await;
+
+        // What the primary copied is on its disk, in the backup's epoch: restarted together, the
+        // two maps are equal, so the primary serves it (and neither steps aside).
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        assert_eq!(primary.sequence(), next, "the copied map was journaled");
+        step("pair formed a third time", backup.wait_for(|s| s.state == State::Passive && s.peer_synced))
+            .await
+            .unwrap();
+        let client = synced_client(&ports).await;
+        assert!(matches!(client.status(), Status::Active(a) if a == ports.primary));
+        holds(&client, "one", 20);
+        holds(&client, "two", 20);
+        assert_eq!(client.get("/three/0").as_deref(), Some(&b"x"[..]));
+        client.close().await;
+        backup.close().await;
+        primary.close().await;
     })
     .await;
 }

@@ -56,11 +56,11 @@ async fn formed(procs: &mut [ServerProc; 2], sides: [Side; 2], ports: &PairPorts
                 let name = procs[i].name;
                 assert_eq!(code, Some(3), "{name} exited: {}", procs[i].report());
                 assert!(
-                    procs[i].log.lock().unwrap().iter().any(|l| l.contains("newer")),
-                    "{} stepped aside for a newer map: {:?}",
-                    procs[i].name,
+                    procs[i].log.lock().unwrap().iter().any(|l| l.contains("the peer's map is newer than ours")),
+                    "{name} stopped, but not to step aside for a newer map: {:?}",
                     procs[i].log.lock().unwrap()
                 );
+                assert_no_fallback(&procs[i]);
                 STEPPED_ASIDE.fetch_add(1, Ordering::Relaxed);
                 procs[i] = spawn(sides[i], ports, &dirs[i]);
             }
@@ -80,6 +80,12 @@ async fn formed(procs: &mut [ServerProc; 2], sides: [Side; 2], ports: &PairPorts
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// A server never served its own map without hearing how new its peer's was.
+fn assert_no_fallback(proc: &ServerProc) {
+    let log = proc.log.lock().unwrap();
+    assert!(!log.iter().any(|l| l.contains("went silent before saying")), "{}: {log:?}", proc.name);
 }
 
 async fn soak() {
@@ -120,12 +126,14 @@ async fn soak() {
     }
 
     for round in 0..ROUNDS {
-        let (pause, first, gap, restart_first, restart_gap) = {
+        // Every combination of who dies first and how: at once, or the second only after the
+        // first's peer has taken over and confirmed writes of its own (its map is then the newer
+        // one, whichever side it is). The restart order and spacing are random.
+        let (first, long) = [(0, true), (1, false), (1, true), (0, false), (0, true)][round];
+        let (pause, gap, restart_first, restart_gap) = {
             let mut rng = rand::thread_rng();
-            // Half the rounds kill the second server only after the first's peer has taken over and
-            // confirmed writes of its own (its map is then the newer one, whichever side it is).
-            let gap = if rng.gen_bool(0.5) { rng.gen_range(0..50) } else { rng.gen_range(700..1000) };
-            (rng.gen_range(100..400), rng.gen_range(0..2), gap, rng.gen_range(0..2), rng.gen_range(0..600))
+            let gap = if long { rng.gen_range(700..1000) } else { rng.gen_range(0..50) };
+            (rng.gen_range(100..400), gap, rng.gen_range(0..2), rng.gen_range(0..600))
         };
         tokio::time::sleep(Duration::from_millis(pause)).await;
         procs[first].kill9().await;
@@ -166,6 +174,13 @@ async fn soak() {
         assert_eq!(served.get(k), Some(v), "confirmed write {k:?} = {v:?} after {ROUNDS} rounds of killing both");
     }
     assert_eq!(served.len(), want.len());
+    assert!(
+        STEPPED_ASIDE.load(Ordering::Relaxed) >= 1,
+        "a round where the backup took over and confirmed writes makes the primary step aside"
+    );
+    for proc in &procs {
+        assert_no_fallback(proc);
+    }
     eprintln!(
         "durable soak: {ROUNDS} rounds, {} keys confirmed, final sequence {}, {} restarts stepped aside for a newer map",
         want.len(),

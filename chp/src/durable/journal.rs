@@ -214,13 +214,16 @@ impl Journal {
                 let path = path.to_path_buf();
                 move |source| JournalError::Io { path, source }
             };
+            // Logs first: a log whose snapshot is gone stops recovery (MissingSnapshot); a snapshot
+            // whose log is gone is a map at that snapshot's sequence.
             let listing = files::list(&self.dir).map_err(io(&self.dir))?;
-            for s in listing.snapshots {
-                let path = files::snapshot_path(&self.dir, s);
-                files::remove(&path).map_err(io(&path))?;
-            }
             for s in listing.logs {
                 let path = files::log_path(&self.dir, s);
+                files::remove(&path).map_err(io(&path))?;
+            }
+            files::sync_dir(&self.dir).map_err(io(&self.dir))?;
+            for s in listing.snapshots {
+                let path = files::snapshot_path(&self.dir, s);
                 files::remove(&path).map_err(io(&path))?;
             }
             files::sync_dir(&self.dir).map_err(io(&self.dir))?;

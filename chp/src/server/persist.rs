@@ -48,7 +48,7 @@ mod disabled {
             match *self {}
         }
 
-        pub(in crate::server) async fn reset(&mut self, _: &Arc<Shared>) -> Result<(), JournalError> {
+        pub(in crate::server) async fn reset(&mut self, _: &Arc<Shared>, _: u64) -> Result<(), JournalError> {
             match *self {}
         }
     }
@@ -161,14 +161,21 @@ mod enabled {
         }
 
         /// Replaces the journal with the map `shared` holds now (a pair server that took its
-        /// peer's), even at an older sequence than the journal's. The state stays locked while it
-        /// is written, as in a compaction.
-        pub(in crate::server) async fn reset(&mut self, shared: &Arc<Shared>) -> Result<(), JournalError> {
+        /// peer's, or kept part of one), even at an older sequence than the journal's, labelled
+        /// `epoch`. The epoch is set to 0 first and to `epoch` last, so a crash in between leaves
+        /// a map that sorts below any other, never a partial one under a good epoch. The state
+        /// stays locked while it is written, as in a compaction.
+        pub(in crate::server) async fn reset(&mut self, shared: &Arc<Shared>, epoch: u64) -> Result<(), JournalError> {
             let (shared, epoch_unix_ms) = (shared.clone(), self.epoch_unix_ms);
             self.blocking(Box::new(move |journal| {
-                let state = shared.lock();
-                let entries = state.entries().map(|e| Entry { deadline: e.deadline.map(|ms| epoch_unix_ms + ms), ..e });
-                journal.reset(state.sequence(), entries)
+                journal.set_epoch(0)?;
+                {
+                    let state = shared.lock();
+                    let entries =
+                        state.entries().map(|e| Entry { deadline: e.deadline.map(|ms| epoch_unix_ms + ms), ..e });
+                    journal.reset(state.sequence(), entries)?;
+                }
+                journal.set_epoch(epoch)
             }))
             .await
         }

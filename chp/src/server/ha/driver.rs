@@ -138,8 +138,9 @@ pub(super) fn spawn(
         peer_synced: false,
         welcome: BTreeSet::new(),
         persist,
-        confirming: None,
+        confirming: false,
         newer_than_peer: false,
+        journal_error: None,
     };
     Background::spawn(|stop| driver.run(notices, runner, pub_events, stop))
 }
@@ -169,12 +170,15 @@ struct Driver {
     welcome: BTreeSet<Instant>,
     /// The journal, with a data directory.
     persist: Option<Persist>,
-    /// Active at the pair's formation with a journal, not serving yet: until this deadline it
-    /// waits for the peer's `PEERSYNC?` to say whose map is newer (see [`Driver::promote`]).
-    confirming: Option<Instant>,
+    /// Active at the pair's formation with a journal, not serving yet: waiting for the peer's
+    /// `PEERSYNC?` to say whose map is newer (see [`Driver::promote`]). There is no time limit:
+    /// a live passive asks again after each [`HaConfig::peer_sync_timeout`].
+    confirming: bool,
     /// The active answered our `PEERSYNC?` that our map is newer than its own: it stops, and we
     /// take over holding the truth.
     newer_than_peer: bool,
+    /// A followed update could not be journaled: the server stops after the batch.
+    journal_error: Option<JournalError>,
 }
 
 async fn recv_on(socket: Option<Socket>) -> zmtp::Result<Message> {
@@ -203,9 +207,13 @@ impl Driver {
         let mut monitor_open = true;
         let mut batch = Vec::with_capacity(BATCH);
         let mut runner_done = None;
+        let mut sync_timer = match (&self.persist, self.config.server.durability) {
+            (Some(_), crate::durable::Durability::Interval(every)) => Some(tokio::time::interval(every)),
+            _ => None,
+        };
         let result = loop {
             let expiry = match self.role {
-                State::Active if self.confirming.is_none() => self.shared.lock().next_expiry().map(Instant::from_std),
+                State::Active if !self.confirming => self.shared.lock().next_expiry().map(Instant::from_std),
                 _ => None,
             };
             let hugz_at = self.welcome.first().copied().map_or(next_hugz, |w| w.min(next_hugz));
@@ -254,6 +262,9 @@ impl Driver {
                                 _ => break,
                             }
                         }
+                        if let Some(e) = self.journal_error.take() {
+                            break Err(journal_failed(e));
+                        }
                         if let Some(persist) = self.persist.as_mut()
                             && let Err(e) = persist.commit(&self.shared).await
                         {
@@ -271,10 +282,11 @@ impl Driver {
                     Err(e) => tracing::warn!(error = %e, "peer snapshot socket failed"),
                 },
                 _ = sleep_until(sync_deadline) => self.sync_timed_out(),
-                _ = sleep_until(self.confirming) => {
-                    tracing::warn!("the peer did not say how new its map is: serving ours");
-                    if let Err(e) = self.finish_promotion(None).await {
-                        break Err(e);
+                _ = async { sync_timer.as_mut().expect("enabled").tick().await }, if sync_timer.is_some() => {
+                    if let Some(persist) = self.persist.as_mut()
+                        && let Err(e) = persist.tick(&self.shared).await
+                    {
+                        break Err(journal_failed(e));
                     }
                 }
                 _ = sleep_until(expiry) => {
@@ -385,9 +397,14 @@ impl Driver {
             Notice::Request(msg) => self.on_request(msg).await?,
             Notice::PeerAlive(state) => self.emit(HaEvent::PeerAlive(state)),
             Notice::PeerSilent => {
-                if self.confirming.is_some() {
-                    tracing::warn!("the peer went silent before saying how new its map is: serving ours");
+                if self.confirming && self.config.start_alone {
+                    tracing::warn!("the peer went silent before saying how new its map is: serving ours (start_alone)");
                     self.finish_promotion(None).await?;
+                } else if self.confirming {
+                    tracing::warn!(
+                        "the peer went silent before saying how new its map is: waiting for it (its map may be newer; \
+                         start_alone serves ours)"
+                    );
                 }
                 if self.role == State::Passive && !self.holds_truth {
                     let keys = self.shared.lock().len();
@@ -413,7 +430,7 @@ impl Driver {
     /// one.
     async fn on_request(&mut self, msg: Message) -> Result<(), HaError> {
         let peersync = msg.frames().get(1..).and_then(parse_peersync);
-        if self.confirming.is_some() {
+        if self.confirming {
             let Some(theirs) = peersync else {
                 // A client asks before we know whose map is newer: it asks again.
                 return Ok(());
@@ -447,8 +464,14 @@ impl Driver {
             if theirs > ours {
                 // We took over alone (the peer was down at our start): ours is the map clients
                 // have been served since; the peer's newer writes give way (clients still running
-                // resend their own).
+                // resend their own). Our epoch moves above the peer's first, so the map it copies
+                // now sorts above the one it had.
                 tracing::warn!(ours = ?ours, theirs = ?theirs, "the returning peer's map was newer; it takes ours");
+                let epoch = ours.epoch.max(theirs.epoch) + 1;
+                if let Some(persist) = self.persist.as_mut() {
+                    persist.set_epoch(epoch).await.map_err(journal_failed)?;
+                }
+                self.snapshots.set_epoch(epoch);
             }
         }
         self.snapshots.request(msg);
@@ -467,7 +490,7 @@ impl Driver {
     async fn promote(&mut self) -> Result<(), HaError> {
         if self.persist.is_some() && !self.newer_than_peer && self.star.status().peer == bstar::Liveness::Alive {
             self.role = State::Active;
-            self.confirming = Some(Instant::now() + self.config.peer_sync_timeout);
+            self.confirming = true;
             tracing::info!("active: waiting for the peer to say how new its map is");
             return Ok(());
         }
@@ -477,16 +500,9 @@ impl Driver {
     /// Becoming active for good: stop following, take a new epoch (a journal's), replay the
     /// pending list, then serve. `peer_epoch`: what the peer said its epoch was.
     async fn finish_promotion(&mut self, peer_epoch: Option<u64>) -> Result<(), HaError> {
-        self.confirming = None;
-        if let Some(persist) = self.persist.as_mut() {
-            // Every promotion starts an epoch above both servers' (as far as we know the peer's),
-            // so a map this server publishes from now on sorts above any the peer holds.
-            let epoch = persist.epoch().max(peer_epoch.unwrap_or(0)) + 1;
-            persist.set_epoch(epoch).await.map_err(journal_failed)?;
-            self.snapshots.set_epoch(epoch);
-            tracing::info!(epoch, "new epoch");
-        }
+        self.confirming = false;
         let now = std::time::Instant::now();
+        let mut overlaid = false;
         let mut complete = !self.was_passive || self.peer_synced;
         if let Some(mut follower) = self.follower.take() {
             if let Phase::Syncing { sequence, entries, queued, .. } =
@@ -494,6 +510,7 @@ impl Driver {
             {
                 // The active died in the middle of our snapshot: keep what arrived.
                 complete = false;
+                overlaid = true;
                 let mut state = self.shared.lock();
                 state.overlay(entries, now);
                 if let Some(s) = sequence {
@@ -508,10 +525,23 @@ impl Driver {
             }
             follower.close();
         }
+        if let Some(persist) = self.persist.as_mut() {
+            // Every promotion starts an epoch above both servers' (as far as we know the peer's),
+            // so a map this server publishes from now on sorts above any the peer holds. A partial
+            // snapshot laid over our map above is in memory only: the journal takes the whole map.
+            let epoch = persist.epoch().max(peer_epoch.unwrap_or(0)) + 1;
+            let written = match overlaid {
+                true => persist.reset(&self.shared, epoch).await,
+                false => persist.set_epoch(epoch).await,
+            };
+            written.map_err(journal_failed)?;
+            self.snapshots.set_epoch(epoch);
+            tracing::info!(epoch, "new epoch");
+        }
         let replay = self.pending.take_all();
         let replayed = replay.len();
         let mut publish = Vec::with_capacity(replayed);
-        let complete = complete || self.newer_than_peer;
+        let complete = complete || std::mem::take(&mut self.newer_than_peer);
         let (sequence, keys) = {
             let mut state = self.shared.lock();
             for msg in replay {
@@ -573,7 +603,7 @@ impl Driver {
                     }
                     continue;
                 }
-                if self.role != State::Active || self.confirming.is_some() {
+                if self.role != State::Active || self.confirming {
                     if self.pending.hold(set.0, now) == Held::Queued {
                         tracing::trace!("update held until the active publishes it");
                     }

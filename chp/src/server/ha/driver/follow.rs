@@ -61,6 +61,7 @@ impl Driver {
         self.role = State::Passive;
         self.was_passive = true;
         self.peer_synced = false;
+        self.newer_than_peer = false;
         // The map is kept until the active's snapshot replaces it: a server that yields after a
         // split brain, then has to serve again before its copy is complete (the peer died too),
         // serves what it had rather than nothing.
@@ -193,8 +194,9 @@ impl Driver {
                 if let Some(persist) = self.persist.as_mut()
                     && let Err(e) = persist.append(&self.shared.lock(), std::slice::from_ref(&msg))
                 {
-                    // The next commit fails the same way and stops the server.
-                    tracing::error!(error = %e, "cannot journal an update from the active");
+                    // The map now holds what the journal does not: the server stops once this
+                    // batch is handled (`journal_error`).
+                    self.journal_error.get_or_insert(e);
                 }
                 self.pending.published(&msg, now.into_std());
             }
@@ -262,9 +264,8 @@ impl Driver {
         self.shared.lock().load(entries, snapshot_sequence, now.into_std());
         if let Some(persist) = self.persist.as_mut() {
             // Our journal becomes the active's map, in its epoch.
-            persist.reset(&self.shared).await?;
             let epoch = kv.properties.get("epoch").and_then(|e| e.parse().ok()).unwrap_or(0);
-            persist.set_epoch(epoch).await?;
+            persist.reset(&self.shared, epoch).await?;
             self.snapshots.set_epoch(epoch);
         }
         // What the client sent us before we asked is in the snapshot, or the active never had it.
@@ -285,6 +286,9 @@ impl Driver {
                     break; // a gap: a new snapshot was requested
                 }
             }
+        }
+        if let Some(e) = self.journal_error.take() {
+            return Err(e);
         }
         match self.persist.as_mut() {
             Some(persist) => persist.commit(&self.shared).await,
