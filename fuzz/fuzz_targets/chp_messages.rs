@@ -1,9 +1,9 @@
-//! 12/CHP: kvmsg and every command parser on arbitrary multipart messages; what parses re-encodes
-//! to something that parses the same way.
+//! 12/CHP: kvmsg and every command parser (and the pair's PEERSYNC?) on arbitrary multipart
+//! messages; what parses re-encodes to something that parses the same way.
 #![no_main]
 use bytes::Bytes;
 use chp::KvMsg;
-use chp::command::{IcanHaz, KvSet, SnapshotReply, Update};
+use chp::command::{IcanHaz, KvSet, SnapshotReply, Update, parse_peersync, peersync_message};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "multipart.rs"]
@@ -20,6 +20,10 @@ fuzz_target!(|data: &[u8]| {
         let _ = IcanHaz::parse(req.to_message().frames()).expect("ICANHAZ? round-trips");
     }
     let _ = SnapshotReply::parse(&frames);
+    if let Some(freshness) = parse_peersync(&frames) {
+        // A pair peer's PEERSYNC?, with or without its epoch and sequence: round-trips.
+        assert_eq!(parse_peersync(peersync_message(freshness).frames()), Some(freshness));
+    }
     let _ = Update::parse(&frames);
     let _ = KvSet::parse(&frames);
     if let Some(first) = frames.first() {
