@@ -39,6 +39,14 @@ async fn bind(ports: &PairPorts, side: Side, dir: &DataDir) -> HaServer {
     HaServer::bind(config).await.expect("pair server with a data directory binds")
 }
 
+/// Both servers on their directories, once the backup is passive with a complete copy.
+async fn formed(ports: &PairPorts, a: &DataDir, b: &DataDir) -> (HaServer, HaServer) {
+    let primary = bind(ports, Side::Primary, a).await;
+    let backup = bind(ports, Side::Backup, b).await;
+    step("pair formed", backup.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+    (primary, backup)
+}
+
 /// Writes `n` keys `/{tag}/{i}` through `client`, each confirmed; returns the last sequence.
 async fn write(client: &Client, tag: &str, n: usize) -> u64 {
     let mut last = 0;
@@ -67,9 +75,7 @@ async fn a_pair_restarted_together_serves_its_map_and_carries_on() {
     bounded(async {
         let ports = PairPorts::new();
         let (a, b) = (DataDir::new(), DataDir::new());
-        let primary = bind(&ports, Side::Primary, &a).await;
-        let backup = bind(&ports, Side::Backup, &b).await;
-        step("pair formed", backup.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+        let (primary, backup) = formed(&ports, &a, &b).await;
         let client = synced_client(&ports).await;
         let last = write(&client, "one", 40).await;
         step("backup followed", backup.wait_for(|s| s.sequence == last)).await.unwrap();
@@ -100,9 +106,7 @@ async fn the_newer_map_wins_and_the_older_server_steps_aside() {
     bounded(async {
         let ports = PairPorts::new();
         let (a, b) = (DataDir::new(), DataDir::new());
-        let primary = bind(&ports, Side::Primary, &a).await;
-        let backup = bind(&ports, Side::Backup, &b).await;
-        step("pair formed", backup.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+        let (primary, backup) = formed(&ports, &a, &b).await;
         let client = synced_client(&ports).await;
         write(&client, "one", 20).await;
 
