@@ -161,3 +161,33 @@ async fn the_newer_map_wins_and_the_older_server_steps_aside() {
     })
     .await;
 }
+
+/// A PEERSYNC? claiming the largest epoch (anyone who reaches the snapshot port can send one) does
+/// not overflow the epoch arithmetic: the active keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absurd_peer_epoch_does_not_overflow() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let (primary, backup) = formed(&ports, &a, &b).await;
+        let dealer = zmtp::Socket::new(zmtp::SocketType::Dealer);
+        dealer.connect(&ports.primary.snapshot()).await.unwrap();
+        let fresh = chp::command::Freshness { epoch: u64::MAX, sequence: u64::MAX };
+        dealer.send(chp::command::peersync_message(Some(fresh))).await.unwrap();
+        // The answer is the map (a KTHXBAI ends it), and the server is still there.
+        loop {
+            let msg = step("snapshot", dealer.recv()).await.unwrap();
+            if msg[0] == chp::command::KTHXBAI {
+                break;
+            }
+        }
+        let client = synced_client(&ports).await;
+        step("a set after it", client.set("/after", "1", None)).await.unwrap();
+        assert_eq!(primary.state(), State::Active);
+        client.close().await;
+        dealer.close().await;
+        backup.close().await;
+        primary.close().await;
+    })
+    .await;
+}

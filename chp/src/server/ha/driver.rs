@@ -467,7 +467,7 @@ impl Driver {
                 // resend their own). Our epoch moves above the peer's first, so the map it copies
                 // now sorts above the one it had.
                 tracing::warn!(ours = ?ours, theirs = ?theirs, "the returning peer's map was newer; it takes ours");
-                let epoch = ours.epoch.max(theirs.epoch) + 1;
+                let epoch = ours.epoch.max(theirs.epoch).saturating_add(1);
                 if let Some(persist) = self.persist.as_mut() {
                     persist.set_epoch(epoch).await.map_err(journal_failed)?;
                 }
@@ -529,7 +529,7 @@ impl Driver {
             // Every promotion starts an epoch above both servers' (as far as we know the peer's),
             // so a map this server publishes from now on sorts above any the peer holds. A partial
             // snapshot laid over our map above is in memory only: the journal takes the whole map.
-            let epoch = persist.epoch().max(peer_epoch.unwrap_or(0)) + 1;
+            let epoch = persist.epoch().max(peer_epoch.unwrap_or(0)).saturating_add(1);
             let written = match overlaid {
                 true => persist.reset(&self.shared, epoch).await,
                 false => persist.set_epoch(epoch).await,
