@@ -25,6 +25,8 @@ pub struct HaServer {
     ha: Arc<HaShared>,
     star: bstar::Handle,
     task: Background<Result<(), HaError>>,
+    /// Subscribed before the driver started, for the first [`HaServer::events`] call.
+    first_events: std::sync::Mutex<Option<Events<HaEvent>>>,
 }
 
 impl HaServer {
@@ -53,9 +55,11 @@ impl HaServer {
             fatal: None,
         };
         let ha = Arc::new(HaShared { status: watch::Sender::new(status), events: broadcast::channel(EVENTS_KEPT).0 });
+        // Before the driver runs: it can turn active (and say so) before `bind` returns.
+        let first_events = std::sync::Mutex::new(Some(Events::subscribe(&ha.events)));
         let task = driver::spawn(config, sockets, view.shared().clone(), ha.clone(), persist);
         tracing::info!(address = %view.address(), side = %star.status().side, "CHP pair server listening");
-        Ok(HaServer { view, ha, star, task })
+        Ok(HaServer { view, ha, star, task, first_events })
     }
 
     /// The state and counters now.
@@ -80,9 +84,12 @@ impl HaServer {
         pred(&status).then_some(status)
     }
 
-    /// Events from now on (a reader that falls more than 1024 events behind skips the oldest).
+    /// Events: the first call gets every event since `bind` started the server (a
+    /// `BecameActive` that came before the call is not missed); later calls get events from then
+    /// on. A reader that falls more than 1024 events behind skips the oldest.
     pub fn events(&self) -> Events<HaEvent> {
-        Events::subscribe(&self.ha.events)
+        let first = self.first_events.lock().unwrap_or_else(|e| e.into_inner()).take();
+        first.unwrap_or_else(|| Events::subscribe(&self.ha.events))
     }
 
     /// The Binary Star handle (state, peer liveness, vote counters).
