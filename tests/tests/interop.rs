@@ -1022,6 +1022,52 @@ async fn libzmq_push_to_pull(bind: Bind) {
 }
 both_binds!(libzmq_push_to_pull => libzmq_push_to_pull_bind_ours, libzmq_push_to_pull_bind_libzmq);
 
+/// The batch API (issue 20) makes the same wire bytes as single sends: a `send_many` batch of
+/// single- and multipart messages, and the coalescing sink, reach libzmq whole and in order.
+async fn send_many_to_libzmq_pull(bind: Bind) {
+    use futures::SinkExt;
+    let push = Socket::new(SocketType::Push);
+    let mut peer = link(&push, libzmq("PULL").recv(5), bind).await;
+
+    let mut batch = vec![msg(&["one"]), msg(&["two", "parts"]), msg(&["three"])];
+    push.send_many(&mut batch).await.expect("send_many");
+    assert!(batch.is_empty(), "a sent batch is emptied");
+    let mut sink = push.sink();
+    sink.feed(msg(&["four", "", "x"])).await.expect("feed");
+    sink.feed(msg(&["five"])).await.expect("feed");
+    sink.flush().await.expect("flush");
+    for (i, expected) in [&["one"][..], &["two", "parts"], &["three"], &["four", "", "x"], &["five"]].iter().enumerate()
+    {
+        assert_frames(&peer.expect_recv().await, expected, &format!("libzmq PULL message {i}"));
+    }
+    peer.finish().await;
+}
+both_binds!(send_many_to_libzmq_pull => send_many_to_libzmq_pull_bind_ours, send_many_to_libzmq_pull_bind_libzmq);
+
+/// `recv_many` takes libzmq's messages whole and in order, however the reads split them.
+async fn libzmq_push_to_recv_many(bind: Bind) {
+    let pull = Socket::new(SocketType::Pull);
+    let mut cfg = libzmq("PUSH");
+    for i in 0..50 {
+        cfg = cfg.send(&[format!("m{i}"), "tail".to_owned()]);
+    }
+    let peer = link(&pull, cfg, bind).await;
+
+    let mut got = Vec::new();
+    while got.len() < 50 {
+        let before = got.len();
+        let taken = timeout(STEP, pull.recv_many(&mut got, 16)).await.expect("recv_many in time").expect("recv_many");
+        assert_eq!(taken, got.len() - before);
+        assert!((1..=16).contains(&taken), "took {taken}, max 16");
+    }
+    for (i, m) in got.iter().enumerate() {
+        let frames: Vec<Bytes> = m.iter().cloned().collect();
+        assert_frames(&frames, &[format!("m{i}"), "tail".to_owned()], "our PULL via recv_many");
+    }
+    peer.finish().await;
+}
+both_binds!(libzmq_push_to_recv_many => libzmq_push_to_recv_many_bind_ours, libzmq_push_to_recv_many_bind_libzmq);
+
 async fn pair_to_libzmq_pair(bind: Bind) {
     let pair = Socket::new(SocketType::Pair);
     let cfg = libzmq("PAIR").echo(1).send(&["p2", "x"]);

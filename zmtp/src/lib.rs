@@ -65,7 +65,7 @@ pub use options::{
     RECONNECT_STOP_HANDSHAKE_FAILED,
 };
 pub use proxy::{Proxy, ProxyControl, proxy};
-pub use socket::{Security, Socket};
+pub use socket::{MessageSink, SINK_BATCH, Security, Socket};
 pub use transport::Endpoint;
 pub use wire::{
     CommandError, CurveError, FrameError, GreetingError, HandshakeError, Mechanism, MetadataError, SocketType,

@@ -53,9 +53,10 @@ pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
     let mut large_frames = false;
     loop {
         // Whatever decoded cleanly before a protocol error is still delivered (libzmq flushes too).
+        let mut saw_frames = false;
         let decoded: Result<(), ConnectionError> = async {
             while let Some(mut frame) = codec.decode(&mut buf)? {
-                liveness.saw_frame();
+                saw_frames = true;
                 large_frames = frame.body.len() >= LARGE_FRAME;
                 if let Some(decoder) = decoder.as_mut() {
                     frame = decoder.decode_frame(&frame.body).map_err(ConnectionError::Curve)?;
@@ -92,6 +93,10 @@ pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
             Ok(())
         }
         .await;
+        // Once per read, not per frame: the heartbeat only asks whether anything came since a PING.
+        if saw_frames {
+            liveness.saw_frame();
+        }
         let delivered = !batch.is_empty();
         inlet.flush(&mut batch).await;
         decoded?;

@@ -102,6 +102,37 @@ impl OutPipe {
         Ok(())
     }
 
+    /// Queues messages from the front of `batch` until the HWM, under one lock; how many (each
+    /// queued slot is left empty).
+    pub fn try_push_many(&self, batch: &mut [Message]) -> usize {
+        if self.conflate {
+            // Only the last one would stay queued anyway: keep to the one-by-one rule.
+            for (i, slot) in batch.iter_mut().enumerate() {
+                if let Err(back) = self.try_push(std::mem::take(slot)) {
+                    *slot = back;
+                    return i;
+                }
+            }
+            return batch.len();
+        }
+        let mut s = self.lock();
+        let mut queued = 0;
+        for slot in batch.iter_mut() {
+            if self.full(&s) {
+                break;
+            }
+            let msg = std::mem::take(slot);
+            s.messages += 1;
+            s.bytes += cost(&msg);
+            s.queue.push_back(Outbound::Message(msg));
+            queued += 1;
+        }
+        if queued > 0 {
+            self.wake_writer(s);
+        }
+        queued
+    }
+
     /// Puts a message ahead of everything queued, HWM or not (HELLO_MSG: a peer hears it first,
     /// before what was queued while it was away).
     #[cfg_attr(not(feature = "draft"), allow(dead_code))]
@@ -280,6 +311,25 @@ mod tests {
         let mut more = VecDeque::new();
         p.drain(&mut more);
         assert_eq!(more.len(), 1);
+    }
+
+    #[test]
+    fn a_batch_is_queued_up_to_either_hwm_and_the_rest_is_left() {
+        let p = pipe(3, 0);
+        let mut batch: Vec<Message> = (0..5).map(|_| msg(100)).collect();
+        assert_eq!(p.try_push_many(&mut batch), 3);
+        assert!(batch[..3].iter().all(Message::is_empty) && batch[3..].iter().all(|m| !m.is_empty()));
+        assert_eq!(p.try_push_many(&mut batch[3..]), 0, "full");
+        let p = pipe(0, 250);
+        let mut batch: Vec<Message> = (0..5).map(|_| msg(100)).collect();
+        assert_eq!(p.try_push_many(&mut batch), 3, "200 < 250 lets a third in, as single pushes do");
+        // CONFLATE keeps the newest only.
+        let p = OutPipe::new(1, 0, true, Arc::new(crate::link::waiters::Waiters::default()));
+        let mut batch = vec![Message::single("a"), Message::single("b")];
+        assert_eq!(p.try_push_many(&mut batch), 2);
+        let mut taken = VecDeque::new();
+        p.drain(&mut taken);
+        assert!(matches!(&taken.iter().collect::<Vec<_>>()[..], [Outbound::Message(m)] if m[0] == "b"));
     }
 
     #[test]

@@ -354,12 +354,7 @@ impl Core {
 
     /// One non-blocking send attempt with the socket type's pattern (see [`super::pattern`]).
     pub fn try_send(&self, msg: Message) -> Result<TrySend> {
-        if msg.is_empty() {
-            return Err(Error::EmptyMessage);
-        }
-        if msg.len() > 1 && self.socket_type.is_draft() {
-            return Err(Error::InvalidArgument("the draft socket types send single-frame messages only"));
-        }
+        Self::check_sendable(self.socket_type, &msg)?;
         let flags = self.send_flags();
         let mut state = self.state();
         if state.closed {
@@ -367,6 +362,42 @@ impl Core {
         }
         let State { peers, pattern, .. } = &mut *state;
         pattern.send(peers, msg, &flags)
+    }
+
+    /// Sends from the front of `batch` under one lock of the socket's state, as many as go without
+    /// waiting. Returns how many slots it consumed (each taken out, left empty) and whether it
+    /// stopped on an error: then the last consumed message is the one that failed, dropped as a
+    /// failed `send` drops it.
+    pub fn try_send_many(&self, batch: &mut [Message]) -> (usize, Result<()>) {
+        // The pattern sees only messages that pass the checks; the first that fails stops the batch.
+        let valid = batch.iter().position(|msg| Self::check_sendable(self.socket_type, msg).is_err());
+        let flags = self.send_flags();
+        let mut state = self.state();
+        if state.closed {
+            return (0, Err(Error::Closed));
+        }
+        let State { peers, pattern, .. } = &mut *state;
+        let end = valid.unwrap_or(batch.len());
+        let (sent, result) = pattern.send_many(peers, &mut batch[..end], &flags);
+        match valid {
+            Some(bad) if sent == bad && result.is_ok() => {
+                let error = Self::check_sendable(self.socket_type, &std::mem::take(&mut batch[bad]));
+                (bad + 1, error)
+            }
+            _ => (sent, result),
+        }
+    }
+
+    /// The checks every message passes before its pattern sees it.
+    #[inline]
+    fn check_sendable(socket_type: SocketType, msg: &Message) -> Result<()> {
+        if msg.is_empty() {
+            return Err(Error::EmptyMessage);
+        }
+        if msg.len() > 1 && socket_type.is_draft() {
+            return Err(Error::InvalidArgument("the draft socket types send single-frame messages only"));
+        }
+        Ok(())
     }
 
     /// The options the send path reads: atomics, and the options lock only for REQ.
@@ -404,22 +435,54 @@ impl Core {
         self.check_recv()?;
         while let Some(received) = self.inbox.pop(self.recv_rule == RecvRule::RoutingIdFirst) {
             let taken = match self.recv_rule {
-                RecvRule::RoutingIdFirst => Some(router::with_routing_id(received.routing_id, received.message)),
-                // The draft types drop a multipart message from a peer whole (server.cpp,
-                // client.cpp); a SERVER's routing id came with the connection's `Meta`.
-                #[cfg(feature = "draft")]
-                RecvRule::SingleFrame => (received.message.len() == 1).then_some(received.message),
                 RecvRule::Stateful => {
                     let correlate = self.socket_type == SocketType::Req && self.options().req_correlate;
                     self.state().pattern.on_recv(received.peer, received.message, correlate)
                 }
-                RecvRule::AsQueued | RecvRule::NotSupported => Some(received.message),
+                _ => self.stateless_take(received),
             };
             if taken.is_some() {
                 return Ok(taken);
             }
         }
         Ok(None)
+    }
+
+    /// What the application gets of a received message under a stateless receive rule.
+    #[inline]
+    fn stateless_take(&self, received: super::inbox::Received) -> Option<Message> {
+        match self.recv_rule {
+            RecvRule::RoutingIdFirst => Some(router::with_routing_id(received.routing_id, received.message)),
+            // The draft types drop a multipart message from a peer whole (server.cpp,
+            // client.cpp); a SERVER's routing id came with the connection's `Meta`.
+            #[cfg(feature = "draft")]
+            RecvRule::SingleFrame => (received.message.len() == 1).then_some(received.message),
+            RecvRule::AsQueued | RecvRule::NotSupported | RecvRule::Stateful => Some(received.message),
+        }
+    }
+
+    /// Up to `max` messages appended to `out` under one lock of the inbox; how many. REQ and REP
+    /// take one at a time (each receive changes their state), so for them this is `try_recv`.
+    pub fn try_recv_many(&self, out: &mut Vec<Message>, max: usize) -> Result<usize> {
+        if max == 0 {
+            self.check_recv()?;
+            return Ok(0);
+        }
+        if self.recv_rule == RecvRule::Stateful {
+            return Ok(self.try_recv()?.map_or(0, |msg| {
+                out.push(msg);
+                1
+            }));
+        }
+        self.check_recv()?;
+        let with_routing_id = self.recv_rule == RecvRule::RoutingIdFirst;
+        Ok(self.inbox.pop_many(with_routing_id, max, |received| match self.stateless_take(received) {
+            Some(msg) => {
+                out.push(msg);
+                true
+            }
+            None => false,
+        }))
     }
 
     /// ROUTER: the routing ids of connected peers.

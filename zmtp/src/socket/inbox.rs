@@ -177,8 +177,51 @@ impl Inbox {
     /// Takes the next message, round-robin over ready peers. The peer's routing id comes along only
     /// when asked for (ROUTER): cloning it costs an atomic increment per message.
     pub fn pop(&self, with_routing_id: bool) -> Option<Received> {
+        Self::pop_locked(&mut self.lock(), with_routing_id)
+    }
+
+    /// Takes messages under one lock, in the order `pop` would give them (round-robin over ready
+    /// peers, message by message), handing each to `accept` until it has accepted `max` (it
+    /// returns whether it kept the message: a pattern may skip some). Returns how many it kept.
+    pub fn pop_many(&self, with_routing_id: bool, max: usize, mut accept: impl FnMut(Received) -> bool) -> usize {
         let mut guard = self.lock();
-        let State { queues, ready, filter, invert } = &mut *guard;
+        let state = &mut *guard;
+        let mut kept = 0;
+        while kept < max {
+            // One peer ready and no filter: its messages in a run, the order a run of pops gives,
+            // without the round-robin bookkeeping per message.
+            if state.ready.len() == 1 && state.filter.is_none() {
+                let peer = state.ready[0];
+                if let Some(q) = state.queues.get_mut(&peer) {
+                    let run = (max - kept).min(q.messages.len());
+                    for mut message in q.messages.drain(..run) {
+                        if let Some(meta) = &q.meta {
+                            message.set_meta(meta.clone());
+                        }
+                        let routing_id = if with_routing_id { q.routing_id.clone() } else { Bytes::new() };
+                        kept += usize::from(accept(Received { peer, routing_id, message }));
+                    }
+                    if q.reader_waiting && (q.hwm == 0 || q.messages.len() <= q.hwm / 2) {
+                        q.reader_waiting = false;
+                        q.reader_wake.notify_one();
+                    }
+                    if q.messages.is_empty() {
+                        state.ready.clear();
+                        if q.detached {
+                            state.queues.remove(&peer);
+                        }
+                    }
+                    continue;
+                }
+            }
+            let Some(received) = Self::pop_locked(state, with_routing_id) else { break };
+            kept += usize::from(accept(received));
+        }
+        kept
+    }
+
+    fn pop_locked(state: &mut State, with_routing_id: bool) -> Option<Received> {
+        let State { queues, ready, filter, invert } = state;
         while let Some(peer) = ready.pop_front() {
             let Some(q) = queues.get_mut(&peer) else {
                 continue;

@@ -1,5 +1,6 @@
 //! The public socket: one type for every ZeroMQ pattern, chosen by [`SocketType`].
 
+mod batch;
 mod coop;
 pub(crate) mod core;
 mod endpoints;
@@ -10,6 +11,7 @@ pub(crate) mod peers;
 mod security;
 mod subscriptions;
 
+pub use batch::{MessageSink, SINK_BATCH};
 pub use security::Security;
 
 use std::collections::HashMap;
@@ -17,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{Sink, Stream};
+use futures::Stream;
 
 use self::core::{Core, TrySend};
 use self::endpoints::EndpointHandle;
@@ -414,15 +416,6 @@ impl Socket {
                 Err(e @ Error::NotSupported(_)) => Some((Err(e), None)),
                 item => Some((item, Some(s))),
             }
-        }))
-    }
-
-    /// A `Sink` of messages to send.
-    pub fn sink(&self) -> impl Sink<Message, Error = Error> + Send + Unpin + 'static {
-        let socket = self.clone();
-        Box::pin(futures::sink::unfold(socket, |s, msg: Message| async move {
-            s.send(msg).await?;
-            Ok(s)
         }))
     }
 

@@ -46,7 +46,16 @@ async fn run(cmd: Cmd) {
     }
 }
 
+/// `BENCH_ZMTP_BATCH=1`: the batch API (a coalescing `Sink` to send, `recv_many` to receive), the
+/// counterpart of monocoque's opt-in write coalescing.
+fn batched() -> bool {
+    std::env::var("BENCH_ZMTP_BATCH").is_ok_and(|v| v == "1" || v == "many")
+}
+
 async fn thr_recv(pull: &Socket, size: usize, count: usize) {
+    if batched() {
+        return thr_recv_many(pull, size, count).await;
+    }
     let first = pull.recv().await.unwrap();
     assert_eq!(first.byte_len(), size);
     let start = Instant::now();
@@ -57,8 +66,39 @@ async fn thr_recv(pull: &Socket, size: usize, count: usize) {
     common::report_thr(count, start.elapsed());
 }
 
+async fn thr_recv_many(pull: &Socket, size: usize, count: usize) {
+    let mut got = Vec::with_capacity(1024);
+    let mut seen = pull.recv_many(&mut got, 1024).await.unwrap();
+    assert_eq!(got[0].byte_len(), size);
+    let start = Instant::now();
+    while seen < count {
+        got.clear();
+        seen += pull.recv_many(&mut got, 1024).await.unwrap();
+    }
+    common::report_thr(count, start.elapsed());
+}
+
 async fn thr_send(push: &Socket, size: usize, count: usize) {
     let payload = Bytes::from(vec![0u8; size]);
+    if std::env::var("BENCH_ZMTP_BATCH").is_ok_and(|v| v == "many") {
+        let mut batch = Vec::with_capacity(256);
+        for sent in 0..count {
+            batch.push(Message::single(payload.clone()));
+            if batch.len() == 256 || sent + 1 == count {
+                push.send_many(&mut batch).await.unwrap();
+            }
+        }
+        return;
+    }
+    if batched() {
+        use futures::SinkExt;
+        let mut sink = push.sink();
+        for _ in 0..count {
+            sink.feed(Message::single(payload.clone())).await.unwrap();
+        }
+        sink.flush().await.unwrap();
+        return;
+    }
     for _ in 0..count {
         push.send(Message::single(payload.clone())).await.unwrap();
     }

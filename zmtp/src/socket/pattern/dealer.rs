@@ -24,6 +24,10 @@ impl Pattern for Dealer {
         Ok(lb::send(peers, msg, flags.immediate()))
     }
 
+    fn send_many(&mut self, peers: &mut Peers, batch: &mut [Message], flags: &SendFlags<'_>) -> (usize, Result<()>) {
+        (lb::send_many(peers, batch, flags.immediate()), Ok(()))
+    }
+
     fn socket_type(&self) -> SocketType {
         SocketType::Dealer
     }

@@ -12,6 +12,25 @@ pub(crate) fn send(peers: &mut Peers, msg: Message, immediate: bool) -> TrySend 
     load_balance(peers, msg, immediate).map_or_else(TrySend::Full, |_| TrySend::Sent)
 }
 
+/// Sends from the front of `batch` what goes without waiting (each sent slot left empty); how
+/// many. With a single peer the run goes to its queue under one lock; with more, message by
+/// message as [`send`] would (round-robin).
+pub(crate) fn send_many(peers: &mut Peers, batch: &mut [Message], immediate: bool) -> usize {
+    if let [(id, out)] = peers.order.as_slice() {
+        if immediate && !peers.map[id].connected {
+            return 0;
+        }
+        return out.try_push_many(batch);
+    }
+    for (i, slot) in batch.iter_mut().enumerate() {
+        if let Err(back) = load_balance(peers, std::mem::take(slot), immediate) {
+            *slot = back;
+            return i;
+        }
+    }
+    batch.len()
+}
+
 /// Queues `msg` for the next peer in round-robin order with room; the peer, or the message back if
 /// none has room. IMMEDIATE skips connect-side peers without a connection.
 pub(crate) fn load_balance(peers: &mut Peers, mut msg: Message, immediate: bool) -> Result<PeerId, Message> {

@@ -190,6 +190,14 @@ pub(crate) trait Pattern: Send + Sync + fmt::Debug {
     /// One non-blocking send of a non-empty message.
     fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend>;
 
+    /// Sends from the front of `batch` (non-empty messages) what goes without waiting, taking each
+    /// sent message out of its slot. Returns how many slots it consumed and the error that
+    /// stopped it, if any (the last consumed message then failed). By default one
+    /// [`send`](Pattern::send) per message; load balancing to a single peer pushes the run at once.
+    fn send_many(&mut self, peers: &mut Peers, batch: &mut [Message], flags: &SendFlags<'_>) -> (usize, Result<()>) {
+        send_each(batch, |msg| self.send(peers, msg, flags))
+    }
+
     fn recv_rule(&self) -> RecvRule {
         RecvRule::AsQueued
     }
@@ -338,6 +346,34 @@ impl AnyPattern {
     pub fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
         each_pattern!(self, p => p.send(peers, msg, flags))
     }
+
+    /// [`Pattern::send_many`], statically dispatched.
+    pub fn send_many(
+        &mut self,
+        peers: &mut Peers,
+        batch: &mut [Message],
+        flags: &SendFlags<'_>,
+    ) -> (usize, Result<()>) {
+        each_pattern!(self, p => p.send_many(peers, batch, flags))
+    }
+}
+
+/// [`Pattern::send_many`] as one `send` per message.
+pub(crate) fn send_each(
+    batch: &mut [Message],
+    mut send: impl FnMut(Message) -> Result<TrySend>,
+) -> (usize, Result<()>) {
+    for (i, slot) in batch.iter_mut().enumerate() {
+        match send(std::mem::take(slot)) {
+            Ok(TrySend::Sent) => {}
+            Ok(TrySend::Full(msg)) => {
+                *slot = msg;
+                return (i, Ok(()));
+            }
+            Err(e) => return (i + 1, Err(e)),
+        }
+    }
+    (batch.len(), Ok(()))
 }
 
 /// The pattern of a draft type or STREAM.

@@ -16,6 +16,10 @@ impl Pattern for Push {
         Ok(lb::send(peers, msg, flags.immediate()))
     }
 
+    fn send_many(&mut self, peers: &mut Peers, batch: &mut [Message], flags: &SendFlags<'_>) -> (usize, Result<()>) {
+        (lb::send_many(peers, batch, flags.immediate()), Ok(()))
+    }
+
     fn recv_rule(&self) -> RecvRule {
         RecvRule::NotSupported
     }

@@ -1,0 +1,264 @@
+//! The batch API (issue 20): `send_many`, `recv_many` and the coalescing `sink()`. Order, the
+//! HWM's back-pressure, what a dropped future leaves behind, errors in the middle of a batch, and
+//! that a loop of batches still gives the runtime back. (Against libzmq: `interop.rs`,
+//! `send_many_to_libzmq_pull` and `libzmq_push_to_recv_many`.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::SinkExt;
+use tokio::time::timeout;
+use zmtp::{Error, Message, Socket, SocketType};
+use zmtp_testkit::STEP;
+
+fn numbered(range: std::ops::Range<usize>) -> Vec<Message> {
+    range.map(|i| Message::from(format!("{i}"))).collect()
+}
+
+fn number(m: &Message) -> usize {
+    std::str::from_utf8(&m[0]).unwrap().parse().unwrap()
+}
+
+async fn pair(sndhwm: usize, rcvhwm: usize) -> (Socket, Socket) {
+    let pull = Socket::new(SocketType::Pull);
+    pull.set_rcvhwm(rcvhwm);
+    let endpoint = pull.bind("tcp://127.0.0.1:*").await.unwrap();
+    let push = Socket::new(SocketType::Push);
+    push.set_sndhwm(sndhwm);
+    push.connect(&endpoint).await.unwrap();
+    (push, pull)
+}
+
+/// Receives until `n` messages, with recv_many of at most `max`; checks each call's count.
+async fn recv_n(pull: &Socket, n: usize, max: usize) -> Vec<Message> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let before = got.len();
+        let taken = timeout(STEP, pull.recv_many(&mut got, max)).await.expect("recv_many in time").unwrap();
+        assert!((1..=max).contains(&taken) && got.len() == before + taken, "took {taken} (max {max})");
+    }
+    got
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn batches_arrive_whole_and_in_order_through_small_hwms() {
+    // 5,000 messages through queues of 10 on each side: send_many waits for room many times.
+    let (push, pull) = pair(10, 10).await;
+    let sender = tokio::spawn(async move {
+        let mut batch = numbered(0..5_000);
+        push.send_many(&mut batch).await.unwrap();
+        assert!(batch.is_empty());
+        assert!(batch.capacity() >= 5_000, "the batch's Vec keeps its capacity");
+        push
+    });
+    let got = recv_n(&pull, 5_000, 64).await;
+    assert!(got.iter().map(number).eq(0..5_000));
+    sender.await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_send_many_leaves_exactly_the_unsent_messages() {
+    // No peer at all: nothing can be sent, and a dropped future must leave the batch as it was.
+    let lonely = Socket::new(SocketType::Push);
+    let mut batch = numbered(0..10);
+    assert!(timeout(Duration::from_millis(50), lonely.send_many(&mut batch)).await.is_err());
+    assert!(batch.iter().map(number).eq(0..10));
+
+    // A peer whose queues take little (SNDHWM 5, RCVHWM 100) and which does not read: 20,000
+    // messages of 1 KiB are more than the kernel's buffers hold, so some go and the rest stay
+    // in the batch, in order.
+    let (push, pull) = pair(5, 100).await;
+    let padding = bytes::Bytes::from(vec![0u8; 1024]);
+    let mut batch: Vec<Message> =
+        (0..20_000).map(|i| Message::from(vec![bytes::Bytes::from(format!("{i}")), padding.clone()])).collect();
+    // Any time that lets it fill the queues: then it waits for room that never comes.
+    assert!(timeout(Duration::from_millis(300), push.send_many(&mut batch)).await.is_err());
+    let sent = 20_000 - batch.len();
+    assert!(sent > 0 && sent < 20_000, "sent {sent}");
+    assert!(batch.iter().map(number).eq(sent..20_000), "the rest, in order");
+    // Sending the rest now delivers every message exactly once, in order.
+    let rest = tokio::spawn(async move {
+        push.send_many(&mut batch).await.unwrap();
+        push
+    });
+    let got = recv_n(&pull, 20_000, 1_000).await;
+    assert!(got.iter().map(number).eq(0..20_000));
+    rest.await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_error_in_a_batch_stops_it_there() {
+    let (push, pull) = pair(1000, 1000).await;
+    let mut batch = vec![Message::from("0"), Message::from("1"), Message::new(), Message::from("3")];
+    assert!(matches!(push.send_many(&mut batch).await, Err(Error::EmptyMessage)));
+    // The two before it were sent; the empty one is gone; the one after it stays.
+    assert_eq!(batch.len(), 1);
+    assert_eq!(batch[0][0], "3");
+    push.send_many(&mut batch).await.unwrap();
+    assert!(recv_n(&pull, 3, 10).await.iter().map(number).eq([0, 1, 3]));
+    // A socket that cannot send refuses the first message.
+    let mut batch = numbered(0..3);
+    assert!(matches!(pull.send_many(&mut batch).await, Err(Error::NotSupported(_))));
+    assert_eq!(batch.len(), 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn recv_many_takes_what_is_queued_up_to_max() {
+    let (push, pull) = pair(1000, 1000).await;
+    let mut batch = numbered(0..10);
+    push.send_many(&mut batch).await.unwrap();
+    // Once all ten are queued, a max of 4 takes 4, and `out` is appended to, not cleared.
+    let mut got = vec![Message::from("before")];
+    let mut seen = 0;
+    while seen < 10 {
+        seen += timeout(STEP, pull.recv_many(&mut got, 4)).await.unwrap().unwrap();
+    }
+    assert_eq!(got[0][0], "before");
+    assert!(got[1..].iter().map(number).eq(0..10));
+    assert_eq!(pull.recv_many(&mut got, 0).await.unwrap(), 0, "max 0 returns at once");
+    // Cancel safety: a recv_many dropped while it waits takes nothing.
+    assert!(timeout(Duration::from_millis(20), pull.recv_many(&mut got, 4)).await.is_err());
+    push.send("after").await.unwrap();
+    let mut last = Vec::new();
+    timeout(STEP, pull.recv_many(&mut last, 4)).await.unwrap().unwrap();
+    assert_eq!(last[0][0], "after");
+    // A socket that cannot receive says so.
+    assert!(matches!(push.recv_many(&mut last, 4).await, Err(Error::NotSupported(_))));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn req_and_rep_take_one_message_per_recv_many() {
+    let rep = Socket::new(SocketType::Rep);
+    let endpoint = rep.bind("tcp://127.0.0.1:*").await.unwrap();
+    let req = Socket::new(SocketType::Req);
+    req.connect(&endpoint).await.unwrap();
+    req.send("question").await.unwrap();
+    let mut got = Vec::new();
+    assert_eq!(timeout(STEP, rep.recv_many(&mut got, 10)).await.unwrap().unwrap(), 1);
+    // REP now owes a reply: another receive is refused, as `recv` refuses it.
+    assert!(rep.recv_many(&mut got, 10).await.is_err());
+    rep.send("answer").await.unwrap();
+    let mut answer = Vec::new();
+    assert_eq!(timeout(STEP, req.recv_many(&mut answer, 10)).await.unwrap().unwrap(), 1);
+    assert_eq!(answer[0][0], "answer");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn recv_many_fair_queues_message_by_message() {
+    // Two pushers, each with a backlog: a batch interleaves them as recv would.
+    let pull = Socket::new(SocketType::Pull);
+    let endpoint = pull.bind("tcp://127.0.0.1:*").await.unwrap();
+    let (a, b) = (Socket::new(SocketType::Push), Socket::new(SocketType::Push));
+    a.connect(&endpoint).await.unwrap();
+    b.connect(&endpoint).await.unwrap();
+    let mut from_a: Vec<Message> = (0..50).map(|i| Message::from(format!("a{i}"))).collect();
+    let mut from_b: Vec<Message> = (0..50).map(|i| Message::from(format!("b{i}"))).collect();
+    a.send_many(&mut from_a).await.unwrap();
+    b.send_many(&mut from_b).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 100 {
+        timeout(STEP, pull.recv_many(&mut got, 100)).await.unwrap().unwrap();
+    }
+    // Each peer's messages in its own order...
+    for peer in ["a", "b"] {
+        let mine: Vec<String> =
+            got.iter().map(|m| String::from_utf8(m[0].to_vec()).unwrap()).filter(|s| s.starts_with(peer)).collect();
+        assert_eq!(mine, (0..50).map(|i| format!("{peer}{i}")).collect::<Vec<_>>());
+    }
+    // ...and while both had messages queued, never two from one in a row past the first switch:
+    // the batch alternates as single receives would.
+    let letters: Vec<u8> = got.iter().map(|m| m[0][0]).collect();
+    let alternations = letters.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(alternations > 1, "batches should interleave the two peers: {:?}", String::from_utf8_lossy(&letters));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_sink_holds_fed_messages_until_flush() {
+    let (push, pull) = pair(1000, 1000).await;
+    let mut sink = push.sink();
+    for m in numbered(0..10) {
+        sink.feed(m).await.unwrap();
+    }
+    // Fed, not flushed: nothing has gone.
+    let mut got = Vec::new();
+    assert!(timeout(Duration::from_millis(100), pull.recv_many(&mut got, 10)).await.is_err());
+    sink.flush().await.unwrap();
+    assert!(recv_n(&pull, 10, 10).await.iter().map(number).eq(0..10));
+
+    // Past SINK_BATCH held, feeding sends a batch by itself.
+    for m in numbered(0..zmtp::SINK_BATCH + 1) {
+        sink.feed(m).await.unwrap();
+    }
+    let first = recv_n(&pull, zmtp::SINK_BATCH, zmtp::SINK_BATCH).await;
+    assert!(first.iter().map(number).eq(0..zmtp::SINK_BATCH));
+    // `SinkExt::send` flushes: the last one goes too. And close flushes.
+    sink.send(Message::from("sent")).await.unwrap();
+    sink.feed(Message::from("closed")).await.unwrap();
+    sink.close().await.unwrap();
+    let rest = recv_n(&pull, 3, 3).await;
+    assert_eq!(number(&rest[0]), zmtp::SINK_BATCH);
+    assert_eq!((&rest[1][0][..], &rest[2][0][..]), (&b"sent"[..], &b"closed"[..]));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_sink_flush_waits_for_room_and_survives_being_dropped() {
+    // The peer's queues take little, so a flush of 200 messages of 256 KiB (more than the
+    // kernel's buffers hold; fewer than SINK_BATCH, so feeding sends nothing) has to wait for
+    // room, in a future of its own.
+    let (push, pull) = pair(5, 5).await;
+    let mut sink = push.sink();
+    let padding = bytes::Bytes::from(vec![0u8; 256 * 1024]);
+    for i in 0..200 {
+        sink.feed(Message::from(vec![bytes::Bytes::from(format!("{i}")), padding.clone()])).await.unwrap();
+    }
+    // Dropping the flush's future loses nothing: the next flush goes on where it stopped.
+    assert!(timeout(Duration::from_millis(50), sink.flush()).await.is_err());
+    let receiver = tokio::spawn(async move { recv_n(&pull, 200, 50).await });
+    timeout(STEP * 4, sink.flush()).await.unwrap().unwrap();
+    let got = receiver.await.unwrap();
+    assert!(got.iter().map(number).eq(0..200));
+}
+
+/// As `fairness.rs` for `send`: a tight loop of batches to a PUB (which never waits) on a
+/// current-thread runtime still lets a subscriber connect and receive, through `send_many` and
+/// through the sink.
+#[test]
+fn tight_batch_loops_let_a_subscriber_connect_on_a_current_thread_runtime() {
+    for via_sink in [false, true] {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let publisher = Socket::new(SocketType::Pub);
+            let endpoint = publisher.bind("tcp://127.0.0.1:*").await.unwrap();
+            let received = Arc::new(AtomicUsize::new(0));
+            let subscriber = tokio::spawn({
+                let received = received.clone();
+                async move {
+                    let sub = Socket::new(SocketType::Sub);
+                    sub.subscribe("").unwrap();
+                    sub.connect(&endpoint).await.unwrap();
+                    while sub.recv().await.is_ok() {
+                        received.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+            let mut sink = publisher.sink();
+            let mut batch = Vec::new();
+            let mut rounds = 0u64;
+            // A count, not a time, bounds it (a pass takes a few thousand rounds).
+            while received.load(Ordering::Relaxed) == 0 && rounds < 2_000_000 {
+                if via_sink {
+                    sink.feed(Message::from("tick")).await.unwrap();
+                    sink.feed(Message::from("tock")).await.unwrap();
+                    sink.flush().await.unwrap();
+                } else {
+                    batch.extend([Message::from("tick"), Message::from("tock")]);
+                    publisher.send_many(&mut batch).await.unwrap();
+                }
+                rounds += 1;
+            }
+            subscriber.abort();
+            assert!(received.load(Ordering::Relaxed) > 0, "nothing received in {rounds} rounds (sink: {via_sink})");
+        });
+    }
+}
