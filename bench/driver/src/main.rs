@@ -62,6 +62,7 @@ fn variants() -> Vec<Variant> {
     }
     vec![
         Variant { name: "zmtp", bin: "bench-zmtp", env: vec![], only: None },
+        Variant { name: "zmtp+batch", bin: "bench-zmtp", env: vec![("BENCH_ZMTP_BATCH", "1")], only: Some(thr_net) },
         Variant { name: "libzmq", bin: "bench-libzmq", env: vec![], only: None },
         Variant { name: "zeromq", bin: "bench-zeromq", env: vec![], only: None },
         Variant { name: "rzmq", bin: "bench-rzmq", env: vec![], only: None },
@@ -96,6 +97,7 @@ fn rows(quick: bool, mem_n: usize) -> Vec<Row> {
     rows.push(thr(Transport::Tcp, 64, q(2_000_000)));
     rows.push(thr(Transport::Tcp, 1024, q(1_000_000)));
     rows.push(thr(Transport::Tcp, 65536, q(60_000)));
+    rows.push(thr(Transport::Ipc, 16, q(2_000_000)));
     rows.push(thr(Transport::Ipc, 64, q(2_000_000)));
     rows.push(thr(Transport::Ipc, 65536, q(60_000)));
     rows.push(thr(Transport::Inproc, 64, q(2_000_000)));

@@ -91,16 +91,17 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
         // reclaimed by the next round once written: a deep queue reuses one buffer instead of filling
         // fresh pages (a publisher with 100,000 queued messages per subscriber spent ~15% in page faults).
         loop {
-            let (mut count, mut bytes) = (0, 0);
+            // One pass for the round's size, count and what it frees of the byte HWM.
+            let (mut count, mut bytes, mut payload) = (0, 0, 0);
             for item in items.iter() {
                 if bytes >= WRITE_ROUND {
                     break;
                 }
                 bytes += encoded_len(item, encoder.is_some());
+                payload += crate::link::pipe::message_bytes([item]);
                 count += 1;
             }
             buf.reserve(bytes);
-            let payload = crate::link::pipe::message_bytes(items.iter().take(count));
             for item in items.drain(..count) {
                 encode_item(item, minor, encoder.as_mut(), &mut buf, &mut chunks)?;
             }
