@@ -54,6 +54,9 @@ fn variants() -> Vec<Variant> {
     fn thr_net(r: &Row) -> bool {
         matches!(r.kind, Kind::Thr { transport: Transport::Tcp | Transport::Ipc, .. })
     }
+    fn latency_rows(r: &Row) -> bool {
+        matches!(r.kind, Kind::Lat { .. })
+    }
     fn raw_rows(r: &Row) -> bool {
         matches!(
             r.kind,
@@ -63,6 +66,12 @@ fn variants() -> Vec<Variant> {
     vec![
         Variant { name: "zmtp", bin: "bench-zmtp", env: vec![], only: None },
         Variant { name: "zmtp+batch", bin: "bench-zmtp", env: vec![("BENCH_ZMTP_BATCH", "1")], only: Some(thr_net) },
+        Variant {
+            name: "zmtp+busy-poll",
+            bin: "bench-zmtp",
+            env: vec![("BENCH_ZMTP_BUSY_POLL", "200")],
+            only: Some(latency_rows),
+        },
         Variant { name: "libzmq", bin: "bench-libzmq", env: vec![], only: None },
         Variant { name: "zeromq", bin: "bench-zeromq", env: vec![], only: None },
         Variant { name: "rzmq", bin: "bench-rzmq", env: vec![], only: None },

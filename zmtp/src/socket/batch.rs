@@ -87,13 +87,16 @@ impl Socket {
         if taken > 0 || max == 0 {
             return Ok(taken);
         }
-        core.inbox
-            .readable()
-            .wait_until(|| match core.try_recv_many(out, max) {
-                Ok(0) => None,
-                done => Some(done),
-            })
-            .await
+        let attempt = |out: &mut Vec<Message>| match core.try_recv_many(out, max) {
+            Ok(0) => None,
+            done => Some(done),
+        };
+        if let Some(budget) = self.spin_budget()
+            && let Some(done) = super::busy_poll::spin(budget, || attempt(out)).await
+        {
+            return done;
+        }
+        core.inbox.readable().wait_until(|| attempt(out)).await
     }
 
     /// A `Sink` of messages that coalesces: `feed` (`start_send`) only queues a message in the

@@ -73,6 +73,8 @@ pub(crate) struct Core {
     pub hot: HotOptions,
     /// `disconnect` was called (RECONNECT_STOP_AFTER_DISCONNECT).
     pub disconnected: std::sync::atomic::AtomicBool,
+    /// How long a receive spins before it parks, in microseconds (0: it parks at once).
+    pub busy_poll_us: std::sync::atomic::AtomicU32,
 }
 
 impl Core {
@@ -94,6 +96,7 @@ impl Core {
             closed: Default::default(),
             hot: HotOptions::default(),
             disconnected: Default::default(),
+            busy_poll_us: Default::default(),
         })
     }
 

@@ -126,8 +126,16 @@ fn thr_inproc(size: usize, count: usize) {
     receiver.join().unwrap();
 }
 
+/// `BENCH_ZMTP_BUSY_POLL=<µs>`: receives spin that long before parking (`Socket::set_busy_poll`).
+fn busy_poll(s: &Socket) {
+    if let Some(us) = std::env::var("BENCH_ZMTP_BUSY_POLL").ok().and_then(|v| v.parse().ok()) {
+        s.set_busy_poll(Some(Duration::from_micros(us)));
+    }
+}
+
 async fn lat_server(ep: &str, dealer_router: bool, count: usize) {
     let s = Socket::new(if dealer_router { SocketType::Router } else { SocketType::Rep });
+    busy_poll(&s);
     s.bind(ep).await.unwrap();
     common::ready();
     for _ in 0..count + common::lat_warmup(count) {
@@ -139,6 +147,7 @@ async fn lat_server(ep: &str, dealer_router: bool, count: usize) {
 
 async fn lat_client(ep: &str, dealer_router: bool, size: usize, count: usize) {
     let s = Socket::new(if dealer_router { SocketType::Dealer } else { SocketType::Req });
+    busy_poll(&s);
     s.connect(ep).await.unwrap();
     let payload = Bytes::from(vec![0u8; size]);
     for _ in 0..common::lat_warmup(count) {
