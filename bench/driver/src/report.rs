@@ -483,6 +483,21 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         },
         verdict(if compared == 0 { None } else { Some(behind.is_empty()) })
     );
+    // Issue 20: latency against the raw tokio floor of the same run, plain and busy-polling.
+    for (variant, goal, ok) in [
+        ("zmtp", "≤ 1.02× raw TCP", (|r: f64| r <= 1.02) as fn(f64) -> bool),
+        ("zmtp+busy-poll", "< 1.0× raw TCP", |r: f64| r < 1.0),
+    ] {
+        let floor = |k: &str| Some(m("lat/rr/64", variant, k)? / m("lat/rr/64", "raw TCP", k)?);
+        let (p50, p99) = (floor("p50_us"), floor("p99_us"));
+        let _ = writeln!(
+            s,
+            "| REQ/REP one-way latency, {variant} {goal} (tokio's floor) | p50 {} (p99 {}) | {} |",
+            fmt_ratio(p50),
+            fmt_ratio(p99),
+            verdict(p50.map(ok))
+        );
+    }
     // Issue 20: the batch API against monocoque's coalescing mode, at 16 B and 64 B over tcp and ipc.
     let mut batch_cells = Vec::new();
     let mut batch_ok = None;

@@ -1,4 +1,5 @@
-//! `local_thr <bind-to> <message-size> <message-count>`: PULL throughput receiver, as libzmq's perf tool.
+//! `local_thr <bind-to> <message-size> <message-count> [--batch]`: PULL throughput receiver, as
+//! libzmq's perf tool. `--batch` receives with `Socket::recv_many` (up to 1,024 per call).
 
 use std::time::Instant;
 
@@ -10,8 +11,9 @@ use zmtp::{Socket, SocketType};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        eprintln!("usage: local_thr <bind-to> <message-size> <message-count>");
+    let batch = args.len() == 5 && args[4] == "--batch";
+    if args.len() != 4 && !batch {
+        eprintln!("usage: local_thr <bind-to> <message-size> <message-count> [--batch]");
         std::process::exit(1);
     }
     let (size, count): (usize, usize) = (args[2].parse()?, args[3].parse()?);
@@ -20,9 +22,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let first = pull.recv().await?;
     check_size(first.byte_len(), size);
     let start = Instant::now();
-    for _ in 1..count {
-        let msg = pull.recv().await?;
-        check_size(msg.byte_len(), size);
+    if batch {
+        let mut received = Vec::with_capacity(1024);
+        let mut seen = 1;
+        while seen < count {
+            received.clear();
+            seen += pull.recv_many(&mut received, (count - seen).min(1024)).await?;
+            for msg in &received {
+                check_size(msg.byte_len(), size);
+            }
+        }
+    } else {
+        for _ in 1..count {
+            let msg = pull.recv().await?;
+            check_size(msg.byte_len(), size);
+        }
     }
     let elapsed_us = (start.elapsed().as_micros() as f64).max(1.0);
     let throughput = count as f64 * 1e6 / elapsed_us;

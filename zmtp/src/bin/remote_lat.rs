@@ -1,4 +1,5 @@
-//! `remote_lat <connect-to> <message-size> <roundtrip-count>`: REQ side; prints one-way latency.
+//! `remote_lat <connect-to> <message-size> <roundtrip-count> [--busy-poll <µs>]`: REQ side; prints one-way latency.
+//! `--busy-poll` spins that long in each receive before parking (`Socket::set_busy_poll`).
 
 use std::time::Instant;
 
@@ -8,12 +9,17 @@ use zmtp::{Message, Socket, SocketType};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        eprintln!("usage: remote_lat <connect-to> <message-size> <roundtrip-count>");
-        std::process::exit(1);
-    }
+    let busy_poll: Option<u64> = match &args[..] {
+        [_, _, _, _, flag, us] if flag == "--busy-poll" => Some(us.parse()?),
+        [_, _, _, _] => None,
+        _ => {
+            eprintln!("usage: remote_lat <endpoint> <message-size> <roundtrip-count> [--busy-poll <µs>]");
+            std::process::exit(1);
+        }
+    };
     let (size, count): (usize, usize) = (args[2].parse()?, args[3].parse()?);
     let req = Socket::new(SocketType::Req);
+    req.set_busy_poll(busy_poll.map(std::time::Duration::from_micros));
     req.connect(&args[1]).await?;
     let payload = Bytes::from(vec![0u8; size]);
     let start = Instant::now();

@@ -1,4 +1,6 @@
-//! `remote_thr <connect-to> <message-size> <message-count>`: PUSH throughput sender, as libzmq's perf tool.
+//! `remote_thr <connect-to> <message-size> <message-count> [--batch]`: PUSH throughput sender, as
+//! libzmq's perf tool. `--batch` sends through the coalescing sink (`Socket::sink`, fed, flushed
+//! once at the end) instead of one `send` per message.
 
 use bytes::Bytes;
 use zmtp::{Message, Socket, SocketType};
@@ -9,8 +11,9 @@ use zmtp::{Message, Socket, SocketType};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        eprintln!("usage: remote_thr <connect-to> <message-size> <message-count>");
+    let batch = args.len() == 5 && args[4] == "--batch";
+    if args.len() != 4 && !batch {
+        eprintln!("usage: remote_thr <connect-to> <message-size> <message-count> [--batch]");
         std::process::exit(1);
     }
     let (size, count): (usize, usize) = (args[2].parse()?, args[3].parse()?);
@@ -18,8 +21,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     push.connect(&args[1]).await?;
     // One payload shared by every message: sending never copies it (the writer batches small ones).
     let payload = Bytes::from(vec![0u8; size]);
-    for _ in 0..count {
-        push.send(Message::single(payload.clone())).await?;
+    if batch {
+        use futures::SinkExt;
+        let mut sink = push.sink();
+        for _ in 0..count {
+            sink.feed(Message::single(payload.clone())).await?;
+        }
+        sink.flush().await?;
+    } else {
+        for _ in 0..count {
+            push.send(Message::single(payload.clone())).await?;
+        }
     }
     push.close().await;
     Ok(())
