@@ -1,10 +1,8 @@
 //! The batch API (issue 20): `send_many`, `recv_many` and the coalescing `sink()`. Order, the
 //! HWM's back-pressure, what a dropped future leaves behind, errors in the middle of a batch, and
-//! that a loop of batches still gives the runtime back. (Against libzmq: `interop.rs`,
-//! `send_many_to_libzmq_pull` and `libzmq_push_to_recv_many`.)
+//! that a loop of batches still gives the runtime back (`fairness.rs`). (Against libzmq:
+//! `interop.rs`, `send_many_to_libzmq_pull` and `libzmq_push_to_recv_many`.)
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::SinkExt;
@@ -218,47 +216,4 @@ async fn a_sink_flush_waits_for_room_and_survives_being_dropped() {
     timeout(STEP * 4, sink.flush()).await.unwrap().unwrap();
     let got = receiver.await.unwrap();
     assert!(got.iter().map(number).eq(0..200));
-}
-
-/// As `fairness.rs` for `send`: a tight loop of batches to a PUB (which never waits) on a
-/// current-thread runtime still lets a subscriber connect and receive, through `send_many` and
-/// through the sink.
-#[test]
-fn tight_batch_loops_let_a_subscriber_connect_on_a_current_thread_runtime() {
-    for via_sink in [false, true] {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async {
-            let publisher = Socket::new(SocketType::Pub);
-            let endpoint = publisher.bind("tcp://127.0.0.1:*").await.unwrap();
-            let received = Arc::new(AtomicUsize::new(0));
-            let subscriber = tokio::spawn({
-                let received = received.clone();
-                async move {
-                    let sub = Socket::new(SocketType::Sub);
-                    sub.subscribe("").unwrap();
-                    sub.connect(&endpoint).await.unwrap();
-                    while sub.recv().await.is_ok() {
-                        received.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            });
-            let mut sink = publisher.sink();
-            let mut batch = Vec::new();
-            let mut rounds = 0u64;
-            // A count, not a time, bounds it (a pass takes a few thousand rounds).
-            while received.load(Ordering::Relaxed) == 0 && rounds < 2_000_000 {
-                if via_sink {
-                    sink.feed(Message::from("tick")).await.unwrap();
-                    sink.feed(Message::from("tock")).await.unwrap();
-                    sink.flush().await.unwrap();
-                } else {
-                    batch.extend([Message::from("tick"), Message::from("tock")]);
-                    publisher.send_many(&mut batch).await.unwrap();
-                }
-                rounds += 1;
-            }
-            subscriber.abort();
-            assert!(received.load(Ordering::Relaxed) > 0, "nothing received in {rounds} rounds (sink: {via_sink})");
-        });
-    }
 }
