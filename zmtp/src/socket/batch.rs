@@ -31,7 +31,8 @@ impl Socket {
     ///
     /// **Errors:** on an error the messages before the failing one were sent; the failing one is
     /// removed and dropped (as a failed [`send`](Self::send) consumes its message); the rest stay
-    /// in `batch`.
+    /// in `batch`. An error of the socket's rather than a message's ([`Error::Closed`]) removes
+    /// nothing more.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
