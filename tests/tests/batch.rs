@@ -99,6 +99,10 @@ async fn an_error_in_a_batch_stops_it_there() {
     let mut batch = numbered(0..3);
     assert!(matches!(pull.send_many(&mut batch).await, Err(Error::NotSupported(_))));
     assert_eq!(batch.len(), 2);
+    // A closed socket's error is not a message's: the batch keeps every message.
+    push.clone().close().await;
+    assert!(matches!(push.send_many(&mut batch).await, Err(Error::Closed)));
+    assert_eq!(batch.len(), 2);
 }
 
 #[tokio::test(flavor = "current_thread")]
