@@ -5,8 +5,14 @@ use std::time::Duration;
 
 use crate::{Kind, Opts, Results, Row, Transport, Variant};
 
-/// Metrics shown for a row: (result key, label suffix, higher is better, unit formatter).
-fn metrics(row: &Row) -> Vec<(&'static str, &'static str, bool, fn(f64) -> String)> {
+/// A metric shown for a row: (result key, label suffix, higher is better, unit formatter).
+type Metric = (&'static str, &'static str, bool, Format);
+/// How a value is written in a cell.
+type Format = fn(f64) -> String;
+/// Which rows a table takes.
+type RowFilter = fn(&Row) -> bool;
+
+fn metrics(row: &Row) -> Vec<Metric> {
     match row.kind {
         Kind::Thr { .. } => vec![("msgs_per_s", "", true, rate)],
         Kind::Lat { .. } => vec![("p50_us", " — p50", false, micros), ("p99_us", " — p99", false, micros)],
@@ -198,7 +204,7 @@ pub fn markdown(
     );
     let _ = writeln!(s, "![PUSH/PULL throughput over TCP loopback vs message size](bench/throughput.svg)\n");
 
-    let groups: [(&str, fn(&Row) -> bool); 4] = [
+    let groups: [(&str, RowFilter); 4] = [
         ("Throughput (PUSH/PULL, messages/s at the receiver)", |r| matches!(r.kind, Kind::Thr { .. })),
         ("One-way latency (half the round trip; 64 B; per-round-trip samples)", |r| matches!(r.kind, Kind::Lat { .. })),
         ("PUB/SUB fan-out (delivered messages/s, counted at the subscribers)", |r| {
@@ -250,7 +256,7 @@ pub fn markdown(
     let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");
     let chp_row = Row { id: "chp".into(), label: String::new(), kind: Kind::Mem { n: 0, procs: 0 } };
     let zmtp_col = present.iter().find(|v| v.name == "zmtp");
-    let chp_rows: [(&str, &str, fn(f64) -> String); 6] = [
+    let chp_rows: [(&str, &str, Format); 6] = [
         ("updates/s through one server (confirmed to the publishers)", "confirmed_per_s", rate),
         ("updates/s delivered to all subscribers", "delivered_per_s", rate),
         ("set → watcher latency, p50", "p50_us", micros),
@@ -267,7 +273,7 @@ pub fn markdown(
         };
         let _ = writeln!(s, "| {what} | {c} |");
     }
-    let failover: [(&str, &str, fn(f64) -> String); 2] = [
+    let failover: [(&str, &str, Format); 2] = [
         (
             "failover time, HA pair at the Guide's 1 s heartbeat (kill → first update confirmed by the new active)",
             "failover_hb1000_ms",
