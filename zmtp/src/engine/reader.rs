@@ -26,8 +26,6 @@ const MIN_READ: usize = 2 * 1024;
 const MAX_READ_SMALL_FRAMES: usize = 64 * 1024;
 /// The largest read while frames are large: a 64 KiB message per read syscall was 2.8× slower.
 const MAX_READ: usize = 256 * 1024;
-/// A read of at least this much is busy: the reader lets the application run before reading on.
-const BUSY_READ: usize = 16 * 1024;
 /// Frames at least this big count as large.
 const LARGE_FRAME: usize = 8 * 1024;
 
@@ -53,8 +51,6 @@ pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
     let mut ttl_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     let mut read_size = MIN_READ;
     let mut large_frames = false;
-    // Whether the last read was busy: it took all it was offered (the socket may hold more), or a lot.
-    let mut busy = false;
     loop {
         // Whatever decoded cleanly before a protocol error is still delivered (libzmq flushes too).
         let mut saw_frames = false;
@@ -104,17 +100,15 @@ pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
         let delivered = !batch.is_empty();
         inlet.flush(&mut batch).await;
         decoded?;
-        if delivered && busy {
+        if delivered {
             // Let the application take what was just delivered before reading on. Otherwise, on a
             // current-thread runtime, the reader runs through its whole budget first (128 reads: 32 MiB
             // of 64 KiB messages held at once), and the allocator hands back and refaults that much
             // memory every round (6 to 12 page faults per 64 KiB message).
-            // Only after a busy read (one that filled what was offered, or brought at least
-            // BUSY_READ bytes): after a small short one the socket is drained, tokio knows it (it
-            // clears the readiness), and the next read parks without a syscall. A yield there cost
-            // a request-reply loop a second `epoll_wait` (with a zero timeout) per round trip.
-            // Large reads keep yielding even when short: ipc delivers 64 KiB messages in reads
-            // shorter than offered, and without the yield they ran at 0.6× (55 k/s vs 92 k/s).
+            // Yielding only after busy reads saved a request-reply loop in a spawned task one
+            // zero-timeout `epoll_wait` per round trip, but CHP's set -> watcher latency rose
+            // from p50 60-77 µs to 77-95 µs (4 A/B runs each): under load the yield finds the
+            // next bytes sooner than waiting for the driver to report them.
             tokio::task::yield_now().await;
         }
         if buf.is_empty() && buf.capacity() > 0 && read_size == MIN_READ {
@@ -125,7 +119,6 @@ pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
         if buf.capacity() - buf.len() < read_size / 4 {
             buf.reserve(read_size);
         }
-        let offered = buf.capacity() - buf.len();
         let read = rd.read_buf(&mut buf);
         let n = match ttl {
             Some(limit) => {
@@ -143,7 +136,6 @@ pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
         if n == 0 {
             return Err(ConnectionError::PeerClosed);
         }
-        busy = n >= offered || n >= BUSY_READ;
         // A read that filled what we offered suggests a busy peer: offer more next time; a short one
         // lets the offer shrink back.
         let max_read = if large_frames { MAX_READ } else { MAX_READ_SMALL_FRAMES };
