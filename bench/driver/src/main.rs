@@ -119,7 +119,7 @@ fn rows(quick: bool, mem_n: usize) -> Vec<Row> {
             kind: Kind::Lat { dealer_router: dr, size: 64, count: q(20_000) },
         });
     }
-    for subs in [1, 10, 100] {
+    for subs in [1, 10, 32, 100] {
         rows.push(Row {
             id: format!("fanout/{subs}"),
             label: format!("PUB/SUB tcp 64 B, {subs} sub{}", if subs == 1 { "" } else { "s" }),
@@ -223,8 +223,30 @@ struct Proc {
 
 impl Proc {
     fn spawn(bin: &Path, args: &[String], env: &[(&str, &str)], log: &Path, keep_stdin: bool) -> std::io::Result<Proc> {
+        Self::spawn_counted(bin, args, env, log, keep_stdin, None)
+    }
+
+    /// `spawn`, under `perf stat` counting poll syscalls into `perf_out` when it is given. Every
+    /// process leads a process group of its own, so a kill also reaches the program perf started.
+    fn spawn_counted(
+        bin: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: &Path,
+        keep_stdin: bool,
+        perf_out: Option<&Path>,
+    ) -> std::io::Result<Proc> {
+        use std::os::unix::process::CommandExt;
         let err = std::fs::File::create(log)?;
-        let mut cmd = Command::new(bin);
+        let mut cmd = match perf_out {
+            Some(out) => {
+                let mut c = Command::new("perf");
+                c.args(["stat", "-x", ",", "-o"]).arg(out).args(["-e", &POLL_EVENTS.join(","), "--"]).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        cmd.process_group(0);
         cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::from(err));
         cmd.stdin(if keep_stdin { Stdio::piped() } else { Stdio::null() });
         for (k, v) in env {
@@ -268,8 +290,7 @@ impl Proc {
                 return st.code();
             }
             if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                self.kill();
                 return None;
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -277,13 +298,66 @@ impl Proc {
     }
 }
 
+impl Proc {
+    /// Kills the whole process group (perf and the program it counts), then reaps the child.
+    fn kill(&mut self) {
+        // Through the `kill` command: the driver keeps no `unsafe`. The group is ours (process_group(0)
+        // at spawn); if it is gone already this fails with ESRCH and nothing else happens.
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            self.kill();
         }
     }
+}
+
+/// The poll-family syscalls counted in the poll pass (tokio and mio use epoll_wait; libzmq epoll_wait;
+/// the rest for completeness).
+const POLL_EVENTS: [&str; 7] = [
+    "syscalls:sys_enter_epoll_wait",
+    "syscalls:sys_enter_epoll_pwait",
+    "syscalls:sys_enter_epoll_pwait2",
+    "syscalls:sys_enter_poll",
+    "syscalls:sys_enter_ppoll",
+    "syscalls:sys_enter_select",
+    "syscalls:sys_enter_pselect6",
+];
+
+/// The poll syscalls a `perf stat -x ,` output file counted (None if the file is missing or says
+/// nothing was counted, e.g. perf ended before its program).
+fn perf_polls(path: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut total = 0.0;
+    let mut seen = false;
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let mut fields = line.split(',');
+        let (Some(value), Some(event)) = (fields.next(), fields.nth(1)) else { continue };
+        if event.starts_with("syscalls:sys_enter_")
+            && let Ok(v) = value.trim().parse::<f64>()
+        {
+            total += v;
+            seen = true;
+        }
+    }
+    seen.then_some(total)
+}
+
+/// CPU time (user + system, seconds) of every child reaped so far: /proc/self/stat's cutime and
+/// cstime, in clock ticks (100 per second on Linux), so 10 ms resolution — a cell spends 0.3–3 s.
+fn children_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name in parentheses; cutime and cstime are fields 16 and 17.
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = after.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    // `after` starts at field 3 (state), so field n is f[n - 3].
+    (f.get(13).copied().unwrap_or(0.0) + f.get(14).copied().unwrap_or(0.0)) / 100.0
 }
 
 fn parse_result(line: &str) -> BTreeMap<String, f64> {
@@ -311,6 +385,8 @@ struct Runner {
     mem_fallback: BTreeMap<String, usize>,
     /// Remarks for the report.
     notes: Vec<String>,
+    /// The poll pass: every process runs under `perf stat` counting poll syscalls (not timed rows).
+    count_polls: bool,
 }
 
 /// One memory measurement: a ROUTER and `procs` DEALER processes holding `n` connections.
@@ -362,8 +438,18 @@ impl Runner {
     fn run(&mut self, row: &Row, v: &Variant, run: usize) -> Outcome {
         self.seq += 1;
         let bin = self.bin_dir.join(v.bin);
-        let tag = format!("{}-{}-{run}", v.name.replace([' ', '+'], "_"), row.id.replace('/', "_"));
+        let pass = if self.count_polls { "polls".to_string() } else { run.to_string() };
+        let tag = format!("{}-{}-{pass}", v.name.replace([' ', '+'], "_"), row.id.replace('/', "_"));
         let log = |role: &str| self.log_dir.join(format!("{tag}-{role}.log"));
+        let perf_out = |role: &str| self.log_dir.join(format!("{tag}-{role}.perf"));
+        let counting = self.count_polls;
+        let spawn = |args: &[String], role: &str, keep_stdin: bool| {
+            let out = perf_out(role);
+            let _ = std::fs::remove_file(&out);
+            Proc::spawn_counted(&bin, args, &v.env, &log(role), keep_stdin, counting.then_some(out.as_path()))
+                .map_err(|e| e.to_string())
+        };
+        let cpu_before = children_cpu_s();
         let deadline = Instant::now() + self.timeout;
         let s = |x: usize| x.to_string();
         let ep_for = |t: Transport, seq: usize| match t {
@@ -374,9 +460,7 @@ impl Runner {
         let result = (|| -> Result<Outcome, String> {
             match &row.kind {
                 Kind::Thr { transport: Transport::Inproc, size, count } => {
-                    let mut p =
-                        Proc::spawn(&bin, &["thr-inproc".into(), s(*size), s(*count)], &v.env, &log("inproc"), false)
-                            .map_err(|e| e.to_string())?;
+                    let mut p = spawn(&["thr-inproc".into(), s(*size), s(*count)], "inproc", false)?;
                     match p.expect("RESULT", deadline) {
                         Ok(l) => {
                             p.finish(deadline);
@@ -394,11 +478,9 @@ impl Runner {
                 Kind::Thr { transport, size, count } => {
                     let ep = ep_for(*transport, self.seq);
                     let a = |m: &str| vec![m.to_string(), ep.clone(), s(*size), s(*count)];
-                    let mut srv =
-                        Proc::spawn(&bin, &a("thr-recv"), &v.env, &log("recv"), false).map_err(|e| e.to_string())?;
+                    let mut srv = spawn(&a("thr-recv"), "recv", false)?;
                     srv.expect("READY", deadline)?;
-                    let mut cli =
-                        Proc::spawn(&bin, &a("thr-send"), &v.env, &log("send"), true).map_err(|e| e.to_string())?;
+                    let mut cli = spawn(&a("thr-send"), "send", true)?;
                     let l = srv.expect("RESULT", deadline)?;
                     cli.finish(deadline);
                     srv.finish(deadline);
@@ -411,11 +493,9 @@ impl Runner {
                     let ep = ep_for(Transport::Tcp, self.seq);
                     let k = if *dealer_router { "dr" } else { "rr" };
                     let a = |m: &str| vec![m.to_string(), ep.clone(), k.to_string(), s(*size), s(*count)];
-                    let mut srv = Proc::spawn(&bin, &a("lat-server"), &v.env, &log("server"), false)
-                        .map_err(|e| e.to_string())?;
+                    let mut srv = spawn(&a("lat-server"), "server", false)?;
                     srv.expect("READY", deadline)?;
-                    let mut cli = Proc::spawn(&bin, &a("lat-client"), &v.env, &log("client"), false)
-                        .map_err(|e| e.to_string())?;
+                    let mut cli = spawn(&a("lat-client"), "client", false)?;
                     let l = cli.expect("RESULT", deadline)?;
                     cli.finish(deadline);
                     srv.finish(Instant::now() + Duration::from_secs(5));
@@ -425,10 +505,10 @@ impl Runner {
                     let ep = ep_for(Transport::Tcp, self.seq);
                     let ctrl = free_port();
                     let pa = vec!["pub".into(), ep.clone(), s(*size), s(*count), s(ctrl as usize), s(*subs)];
-                    let mut srv = Proc::spawn(&bin, &pa, &v.env, &log("pub"), false).map_err(|e| e.to_string())?;
+                    let mut srv = spawn(&pa, "pub", false)?;
                     srv.expect("READY", deadline)?;
                     let sa = vec!["subs".into(), ep.clone(), s(*subs), s(*size), s(ctrl as usize)];
-                    let mut cli = Proc::spawn(&bin, &sa, &v.env, &log("subs"), false).map_err(|e| e.to_string())?;
+                    let mut cli = spawn(&sa, "subs", false)?;
                     let l = cli.expect("RESULT", deadline)?;
                     cli.finish(deadline);
                     srv.finish(Instant::now() + Duration::from_secs(10));
@@ -478,7 +558,34 @@ impl Runner {
                 }
             }
         })();
+        let cpu_s = children_cpu_s() - cpu_before;
         match result {
+            Ok(Outcome::Values(mut m)) => {
+                // What one message (or round trip) cost: CPU of every process of the cell, and in the
+                // poll pass the poll syscalls they made.
+                let per = match row.kind {
+                    Kind::Thr { count, .. } => count as f64,
+                    Kind::Lat { count, .. } => (count + bench_common::lat_warmup(count)) as f64,
+                    Kind::Fanout { subs, count, .. } => {
+                        m.get("delivered").copied().unwrap_or((subs * count) as f64).max(1.0)
+                    }
+                    Kind::Mem { .. } => 0.0,
+                };
+                if per > 0.0 {
+                    m.insert("cpu_us_per_msg".into(), cpu_s * 1e6 / per);
+                    if self.count_polls {
+                        let roles = ["inproc", "recv", "send", "server", "client", "pub", "subs"];
+                        let polls: Vec<f64> = roles.iter().filter_map(|r| perf_polls(&perf_out(r))).collect();
+                        if !polls.is_empty() {
+                            m.insert("polls_per_k".into(), polls.iter().sum::<f64>() * 1000.0 / per);
+                        }
+                        if let Some(c) = perf_polls(&perf_out("client")) {
+                            m.insert("client_polls_per_rt".into(), c / per);
+                        }
+                    }
+                }
+                Outcome::Values(m)
+            }
             Ok(o) => o,
             Err(e) => {
                 let tail = ["recv", "send", "server", "client", "pub", "subs", "router", "dealers0", "inproc"]
@@ -509,6 +616,8 @@ struct Opts {
     command: String,
     only: Option<String>,
     stacks: Option<Vec<String>>,
+    /// Skip the poll pass.
+    no_polls: bool,
 }
 
 fn opts() -> Opts {
@@ -523,6 +632,7 @@ fn opts() -> Opts {
         command: "bench/run.sh".into(),
         only: None,
         stacks: None,
+        no_polls: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -536,6 +646,7 @@ fn opts() -> Opts {
             "--bin-dir" => o.bin_dir = it.next().unwrap().into(),
             "--command" => o.command = it.next().unwrap(),
             "--only" => o.only = it.next(),
+            "--no-polls" => o.no_polls = true,
             "--stacks" => o.stacks = it.next().map(|s| s.split(',').map(str::to_string).collect()),
             _ => panic!("unknown argument {a}"),
         }
@@ -570,6 +681,7 @@ fn main() {
         seq: 0,
         mem_fallback: BTreeMap::new(),
         notes: Vec::new(),
+        count_polls: false,
     };
     let mut results =
         Results { runs: BTreeMap::new(), notes: Vec::new(), load_start: loadavg(), load_end: String::new() };
@@ -620,6 +732,34 @@ fn main() {
             );
             results.runs.entry(("chp".into(), "zmtp".into())).or_default().push(outcome);
         }
+    }
+    // The poll pass: one more run of every throughput, latency and fan-out cell with each process under
+    // `perf stat`, counting poll syscalls (kept apart from the timed runs: tracing syscalls slows them).
+    if !o.no_polls && perf_can_count() {
+        runner.count_polls = true;
+        for row in rows.iter().filter(|r| !matches!(r.kind, Kind::Mem { .. })) {
+            for v in &present {
+                if v.only.is_some_and(|f| !f(row))
+                    || results.unsupported(&row.id, v.name)
+                    || results.failures(&row.id, v.name).iter().any(|e| e.contains("timeout"))
+                {
+                    continue;
+                }
+                let t = Instant::now();
+                let outcome = runner.run(row, v, 0);
+                eprintln!(
+                    "[{:>5.0}s] polls {:<22} {:<20} {:>6.1}s  {:?}",
+                    started.elapsed().as_secs_f64(),
+                    row.id,
+                    v.name,
+                    t.elapsed().as_secs_f64(),
+                    outcome
+                );
+                results.runs.entry((polls_row(&row.id), v.name.to_string())).or_default().push(outcome);
+            }
+        }
+    } else if !o.no_polls {
+        runner.notes.push("poll syscalls not counted: `perf stat -e syscalls:sys_enter_epoll_wait` does not work here (install linux-perf; needs root or perf_event_paranoid ≤ 1).".into());
     }
     let elapsed = started.elapsed();
     results.notes = std::mem::take(&mut runner.notes);
@@ -716,6 +856,21 @@ fn parse_debug_duration(s: &str) -> Option<f64> {
         }
     }
     None
+}
+
+/// Where a row's poll-pass outcome is kept in `Results`.
+fn polls_row(id: &str) -> String {
+    format!("{id}#polls")
+}
+
+/// Whether `perf stat` can count syscall tracepoints here.
+fn perf_can_count() -> bool {
+    Command::new("perf")
+        .args(["stat", "-x", ",", "-e", POLL_EVENTS[0], "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn rows_of_tcp_thr(rows: &[Row]) -> Vec<(usize, String)> {

@@ -39,6 +39,14 @@ fn micros(v: f64) -> String {
     format!("{v:.1} µs")
 }
 
+fn cpu_micros(v: f64) -> String {
+    if v < 1.0 { format!("{v:.3} µs") } else { format!("{v:.1} µs") }
+}
+
+fn count(v: f64) -> String {
+    if v < 10.0 { format!("{v:.2}") } else { format!("{v:.0}") }
+}
+
 fn millis(v: f64) -> String {
     format!("{v:.0} ms")
 }
@@ -87,6 +95,54 @@ fn cell(results: &Results, row: &Row, v: &Variant, key: &str, fmt: fn(f64) -> St
     } else {
         "".into()
     }
+}
+
+/// A row as the cost tables name it (the unit is per message or per round trip).
+fn cost_row(r: &Row) -> Row {
+    let per = if matches!(r.kind, Kind::Lat { .. }) { "per round trip" } else { "per message" };
+    Row { label: format!("{} ({per})", r.label), ..r.clone() }
+}
+
+/// One table: a column per variant that ran any of the rows, a line per row and metric.
+fn table(
+    s: &mut String,
+    title: &str,
+    rows: &[Row],
+    present: &[Variant],
+    results: &Results,
+    metrics: &dyn Fn(&Row) -> Vec<Metric>,
+) {
+    if rows.is_empty() {
+        return;
+    }
+    let ran = |r: &Row, v: &Variant| results.runs.contains_key(&(r.id.clone(), v.name.to_string()));
+    let cols: Vec<&Variant> = present.iter().filter(|v| rows.iter().any(|r| ran(r, v))).collect();
+    if cols.is_empty() {
+        return;
+    }
+    if !title.is_empty() {
+        let _ = writeln!(s, "## {title}\n");
+    }
+    let _ = write!(s, "| |");
+    for v in &cols {
+        let _ = write!(s, " {} |", v.name);
+    }
+    let _ = write!(s, "\n|---|");
+    for _ in &cols {
+        let _ = write!(s, "---|");
+    }
+    s.push('\n');
+    for r in rows {
+        for (key, suffix, _, fmt) in metrics(r) {
+            let _ = write!(s, "| {}{suffix} |", r.label);
+            for v in &cols {
+                let c = if ran(r, v) { cell(results, r, v, key, fmt) } else { "—".into() };
+                let _ = write!(s, " {c} |");
+            }
+            s.push('\n');
+        }
+    }
+    s.push('\n');
 }
 
 fn cmd_out(cmd: &str, args: &[&str]) -> String {
@@ -213,39 +269,27 @@ pub fn markdown(
         ("Memory per idle connection (RSS delta)", |r| matches!(r.kind, Kind::Mem { .. })),
     ];
     for (title, pick) in groups {
-        let grows: Vec<&Row> = rows.iter().filter(|r| pick(r)).collect();
-        if grows.is_empty() {
-            continue;
-        }
-        let cols: Vec<&Variant> = present
-            .iter()
-            .filter(|v| grows.iter().any(|r| results.runs.contains_key(&(r.id.clone(), v.name.to_string()))))
-            .collect();
-        let _ = writeln!(s, "## {title}\n");
-        let _ = write!(s, "| |");
-        for v in &cols {
-            let _ = write!(s, " {} |", v.name);
-        }
-        let _ = write!(s, "\n|---|");
-        for _ in &cols {
-            let _ = write!(s, "---|");
-        }
-        s.push('\n');
-        for r in grows {
-            for (key, suffix, _, fmt) in metrics(r) {
-                let _ = write!(s, "| {}{suffix} |", r.label);
-                for v in &cols {
-                    let c = if results.runs.contains_key(&(r.id.clone(), v.name.to_string())) {
-                        cell(results, r, v, key, fmt)
-                    } else {
-                        "—".into()
-                    };
-                    let _ = write!(s, " {c} |");
-                }
-                s.push('\n');
-            }
-        }
-        s.push('\n');
+        let grows: Vec<Row> = rows.iter().filter(|r| pick(r)).cloned().collect();
+        table(&mut s, title, &grows, present, results, &metrics);
+    }
+    // What each message costs: CPU (every timed run) and poll syscalls (the poll pass).
+    let costly = |r: &&Row| matches!(r.kind, Kind::Thr { .. } | Kind::Lat { .. } | Kind::Fanout { .. });
+    let cost_rows: Vec<Row> = rows.iter().filter(costly).map(cost_row).collect();
+    let _ = writeln!(
+        s,
+        "## CPU per message\n\nUser + system CPU time of every process of the cell (both ends; all their threads), divided by the messages: sent for throughput, round trips (warm-up included) for latency, delivered for fan-out. Read from the kernel's accounting of the reaped processes (`/proc/self/stat` cutime + cstime, 10 ms resolution), so it costs the timed runs nothing. Lower is better.\n"
+    );
+    table(&mut s, "", &cost_rows, present, results, &|_| vec![("cpu_us_per_msg", "", false, cpu_micros)]);
+    let poll_rows: Vec<Row> =
+        rows.iter().filter(costly).map(|r| Row { id: crate::polls_row(&r.id), ..cost_row(r) }).collect();
+    let _ = writeln!(
+        s,
+        "## Poll syscalls per 1,000 messages\n\n`epoll_wait`, `epoll_pwait(2)`, `poll`, `ppoll`, `select` and `pselect6` made by every process of the cell, per 1,000 messages (round trips for latency), counted by `perf stat` on the kernel's syscall tracepoints in one extra run of each cell that is not part of the timed ones. Fewer means the stack found more work per wake-up.\n"
+    );
+    if results.runs.keys().any(|(id, _)| id.ends_with("#polls")) {
+        table(&mut s, "", &poll_rows, present, results, &|_| vec![("polls_per_k", "", false, count)]);
+    } else {
+        let _ = writeln!(s, "Not counted in this run (see the notes).\n");
     }
     let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
     let _ = writeln!(
@@ -290,7 +334,7 @@ pub fn markdown(
     }
     s.push('\n');
 
-    let _ = writeln!(s, "## Issue 9 targets (zmtp, from the medians above)\n");
+    let _ = writeln!(s, "## Targets of issues 9 and 20 (zmtp, from the medians above)\n");
     s.push_str(&targets(results, rows, present));
 
     let _ = writeln!(s, "\n## Method\n");
@@ -519,6 +563,39 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         "| zmtp+batch ≥ 1.2× monocoque+coalesce (16 B, 64 B; tcp, ipc) | {} | {} |",
         if batch_cells.is_empty() { "—".to_string() } else { batch_cells.join(", ") },
         verdict(batch_ok)
+    );
+    // Issue 20: the cells against monocoque, CPU against libzmq, poll syscalls per round trip.
+    for (id, key, what, higher) in [
+        ("thr/ipc/64", "msgs_per_s", "PUSH/PULL ipc 64 B", true),
+        ("fanout/32", "delivered_per_s", "PUB → 32 SUB, delivered/s", true),
+        ("lat/rr/64", "p50_us", "REQ/REP one-way latency p50", false),
+    ] {
+        let r = (|| Some(m(id, "zmtp", key)? / m(id, "monocoque", key)?))();
+        let _ = writeln!(
+            s,
+            "| {what}: zmtp {} monocoque | {} of monocoque | {} |",
+            if higher { "≥" } else { "≤" },
+            fmt_ratio(r),
+            verdict(r.map(|r| if higher { r >= 1.0 } else { r <= 1.0 }))
+        );
+    }
+    let cpu = ratio("thr/tcp/64", "cpu_us_per_msg");
+    let _ = writeln!(
+        s,
+        "| CPU per message, PUSH/PULL tcp 64 B (plain API) ≤ 0.25× libzmq | {} ({} vs {}) | {} |",
+        fmt_ratio(cpu),
+        m("thr/tcp/64", "zmtp", "cpu_us_per_msg").map(cpu_micros).unwrap_or("—".into()),
+        m("thr/tcp/64", "libzmq", "cpu_us_per_msg").map(cpu_micros).unwrap_or("—".into()),
+        verdict(cpu.map(|r| r <= 0.25))
+    );
+    let rr_polls = crate::polls_row("lat/rr/64");
+    let client_polls = m(&rr_polls, "zmtp", "client_polls_per_rt");
+    let _ = writeln!(
+        s,
+        "| REQ/REP ≤ 1 poll syscall per round trip (the client process; monocoque {}) | {} | {} |",
+        m(&rr_polls, "monocoque", "client_polls_per_rt").map(count).unwrap_or("—".into()),
+        client_polls.map(count).unwrap_or("—".into()),
+        verdict(client_polls.map(|p| p <= 1.0))
     );
     let mem_row = rows.iter().find(|r| matches!(r.kind, Kind::Mem { .. })).map(|r| r.id.clone()).unwrap_or_default();
     let (t, ro, d) =
