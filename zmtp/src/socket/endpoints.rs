@@ -32,6 +32,13 @@ impl EndpointHandle {
         self.slot
     }
 
+    /// Whether the connect ended itself for good while still registered (RECONNECT_STOP_CONN_REFUSED,
+    /// or a STREAM that closed the connection): its loop cancelled `accepting`, which otherwise only
+    /// close, `unbind` and `disconnect` do, after taking the handle out of the socket.
+    pub fn gave_up(&self) -> bool {
+        self.slot.is_some() && self.accepting.is_cancelled()
+    }
+
     /// Stops accepting/reconnecting; returns the accept task, which releases the address when it ends.
     pub fn stop_accepting(mut self, core: &Core) -> Option<tokio::task::JoinHandle<()>> {
         self.accepting.cancel();

@@ -204,11 +204,12 @@ impl Socket {
 
     /// Drops a connection made by [`connect`](Self::connect), with its queued messages.
     ///
-    /// A connect that gave up for good (a protocol error, or ZMQ_RECONNECT_STOP) is no longer an
-    /// endpoint of the socket: [`Error::EndpointNotFound`], as in libzmq.
+    /// A connect that ZMQ_RECONNECT_STOP_CONN_REFUSED ended is no longer an endpoint of the socket:
+    /// [`Error::EndpointNotFound`], as in libzmq. One that stopped after a protocol error, or under
+    /// RECONNECT_STOP_HANDSHAKE_FAILED or _AFTER_DISCONNECT, still is (libzmq's answer too).
     pub async fn disconnect(&self, endpoint: &str) -> Result<()> {
         let handle = self.take_endpoint(endpoint)?;
-        if handle.slot().is_some_and(|slot| !self.inner.core.slot_exists(slot)) {
+        if handle.gave_up() {
             return Err(Error::EndpointNotFound(endpoint.to_owned()));
         }
         self.inner.core.disconnected.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -53,30 +53,42 @@ pub(crate) fn connect<H: Host>(
                     reason = ended.result.clone().err().unwrap_or_else(|| Arc::new(ConnectionError::PeerClosed));
                     match ended.result {
                         Err(e) if e.is_protocol() => {
-                            // libzmq does not reconnect after a protocol error; the slot is gone.
-                            host.remove_slot(slot);
+                            // libzmq does not reconnect after a protocol error.
+                            stop_trying(&*host, slot);
                             return;
                         }
                         // RECONNECT_STOP_HANDSHAKE_FAILED: a handshake the peer cut short or that
-                        // timed out ends the connect (libzmq makes it a protocol error).
+                        // timed out ends the connect as a protocol error does (stream_engine_base.cpp).
                         Err(_) if !ended.handshaken && stops(&*host, RECONNECT_STOP_HANDSHAKE_FAILED) => {
-                            give_up(&*host, slot, &endpoint);
+                            stop_trying(&*host, slot);
                             return;
                         }
                         _ if accepting.is_cancelled() && !host.slot_has_pending(slot) => break,
                         // The socket dropped the slot (a STREAM closed the connection itself).
-                        _ if !host.slot_alive(slot) => return,
+                        _ if !host.slot_alive(slot) => {
+                            accepting.cancel();
+                            return;
+                        }
                         _ => backoff.reset(),
                     }
                 }
                 Err(e) => {
                     tracing::debug!(%endpoint, error = %e, "connect failed");
                     let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
+                    if refused && stops(&*host, RECONNECT_STOP_CONN_REFUSED) {
+                        give_up(&*host, slot, &endpoint, &accepting);
+                        return;
+                    }
+                    // RECONNECT_STOP_AFTER_DISCONNECT: libzmq checks it in its ipc connecter only
+                    // (ipc_connecter.cpp, 4.3.5 and master), and there it stops trying but keeps the
+                    // endpoint: `disconnect` still finds it.
                     if refused
-                        && (stops(&*host, RECONNECT_STOP_CONN_REFUSED)
-                            || (stops(&*host, RECONNECT_STOP_AFTER_DISCONNECT) && host.has_disconnected()))
+                        && matches!(ep, Endpoint::Ipc(_))
+                        && stops(&*host, RECONNECT_STOP_AFTER_DISCONNECT)
+                        && host.has_disconnected()
                     {
-                        give_up(&*host, slot, &endpoint);
+                        stop_trying(&*host, slot);
+                        host.monitors().emit(|| MonitorEvent::Closed { endpoint: endpoint.clone() });
                         return;
                     }
                     reason = Arc::new(ConnectionError::Io(e));
@@ -99,11 +111,23 @@ fn stops<H: Host>(_host: &H, _bit: u8) -> bool {
     false
 }
 
-/// RECONNECT_STOP: the connect ends for good, with what was queued for it (libzmq's path is
-/// `zmq_disconnect`'s), and the monitor hears `Closed` rather than `ConnectRetried`.
-fn give_up<H: Host>(host: &H, slot: PeerId, endpoint: &str) {
+/// RECONNECT_STOP_CONN_REFUSED: the connect ends for good, with what was queued for it, and is no
+/// longer an endpoint of the socket (libzmq's path is `zmq_disconnect`'s: a later `disconnect` says
+/// ENOENT); the monitor hears `Closed` rather than `ConnectRetried`.
+fn give_up<H: Host>(host: &H, slot: PeerId, endpoint: &str, accepting: &CancellationToken) {
     host.remove_slot(slot);
+    // A cancelled `accepting` with the handle still registered tells `disconnect` the endpoint is gone.
+    accepting.cancel();
     host.monitors().emit(|| MonitorEvent::Closed { endpoint: endpoint.to_owned() });
+}
+
+/// A connect that stops trying (a protocol error, a failed handshake under
+/// RECONNECT_STOP_HANDSHAKE_FAILED, a refusal after `disconnect` under _AFTER_DISCONNECT) but stays
+/// an endpoint of the socket, as in libzmq: `disconnect` succeeds. libzmq also keeps the dead
+/// connection's queue, which then takes sends up to SNDHWM that never leave; zmtp drops the peer
+/// with its queue instead, so sends go to live peers (or wait for one).
+fn stop_trying<H: Host>(host: &H, slot: PeerId) {
+    host.remove_slot(slot);
 }
 
 /// Resolves when a connect loop should stop: `disconnect`, LINGER expiry, or the socket closing with
