@@ -458,6 +458,58 @@ const HICCUP: Script = &[
     "recvwait d 5000",
 ];
 
+/// HELLO_MSG both ways between a SERVER and a CLIENT, then the SERVER's DISCONNECT_MSG (with the
+/// routing id of the CLIENT that went).
+const HELLO_AND_DISCONNECT_SERVER_CLIENT: Script = &[
+    "new s SERVER hello_msg='H' disconnect_msg='D'",
+    "new c CLIENT hello_msg='h'",
+    "bind s",
+    "connect c $s",
+    "recvwait s 5000",
+    "recvwait c 5000",
+    "send c 'after'",
+    "recvwait s 5000",
+    "close c",
+    "recvwait s 5000",
+    "recvwait s 100",
+];
+
+/// A CLIENT's HICCUP_MSG when the SERVER it connected to goes.
+const HICCUP_CLIENT: Script = &[
+    "new s SERVER",
+    "new c CLIENT hiccup_msg='C'",
+    "bind s",
+    "connect c $s",
+    "handshakes s 1 5000",
+    "handshakes c 1 5000",
+    "close s",
+    "recvwait c 5000",
+];
+
+/// HELLO_MSG both ways between PEERs, DISCONNECT_MSG on the bound one.
+const HELLO_AND_DISCONNECT_PEER: Script = &[
+    "new a PEER hello_msg='H' disconnect_msg='D'",
+    "new b PEER hello_msg='h'",
+    "bind a",
+    "connectpeer b $a",
+    "recvwait a 5000",
+    "recvwait b 5000",
+    "close b",
+    "recvwait a 5000",
+];
+
+/// A connecting PEER's HICCUP_MSG, with the routing id connect_peer gave.
+const HICCUP_PEER: Script = &[
+    "new a PEER",
+    "new b PEER hiccup_msg='C'",
+    "bind a",
+    "connectpeer b $a",
+    "handshakes a 1 5000",
+    "handshakes b 1 5000",
+    "close a",
+    "recvwait b 5000",
+];
+
 /// RECONNECT_STOP_CONN_REFUSED: nobody listens, so the connect ends for good with its queue.
 const RECONNECT_STOP: Script = &[
     "new d DEALER reconnect_stop=1",
@@ -631,6 +683,14 @@ async fn router_notify_hello_disconnect_and_hiccup() {
     bounded(check("ROUTER_NOTIFY", ROUTER_NOTIFY)).await;
     bounded(check("HELLO_MSG and DISCONNECT_MSG", HELLO_AND_DISCONNECT)).await;
     bounded(check("HICCUP_MSG", HICCUP)).await;
+}
+
+#[tokio::test]
+async fn hello_disconnect_and_hiccup_on_the_draft_types() {
+    bounded(check("HELLO_MSG and DISCONNECT_MSG, SERVER/CLIENT", HELLO_AND_DISCONNECT_SERVER_CLIENT)).await;
+    bounded(check("HICCUP_MSG, CLIENT", HICCUP_CLIENT)).await;
+    bounded(check("HELLO_MSG and DISCONNECT_MSG, PEER", HELLO_AND_DISCONNECT_PEER)).await;
+    bounded(check("HICCUP_MSG, PEER", HICCUP_PEER)).await;
 }
 
 #[tokio::test]
