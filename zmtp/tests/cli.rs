@@ -189,7 +189,9 @@ fn help_explains_the_tool_and_every_subcommand() {
     assert_eq!(bare.status.code(), Some(2), "zmtp without arguments is a usage error");
     assert!(bare.stderr.contains("Usage: zmtp"), "{}", bare.stderr);
 
-    for t in ["pub", "sub", "req", "rep", "push", "pull", "dealer", "router", "pair", "xpub", "xsub", "proxy"] {
+    let classic = ["pub", "sub", "req", "rep", "push", "pull", "dealer", "router", "pair", "xpub", "xsub", "proxy"];
+    let draft = ["server", "client", "radio", "dish", "scatter", "gather", "peer", "channel", "stream"];
+    for t in classic.into_iter().chain(draft) {
         let help = run(&[t, "--help"]);
         help.assert_success(&format!("zmtp {t} --help"));
         let text = help.stdout.join("\n");
@@ -556,6 +558,19 @@ fn the_draft_types_from_the_command_line() {
     let ep = listener.endpoint("PEER");
     run(&["peer", "--connect", &ep, "--count", "0", "--timeout", "20", "hello"]).assert_success("peer");
     assert_eq!(listener.finish().assert_success("peer --count 1").stdout, ["hello"]);
+
+    // CHANNEL: one peer each way.
+    let channel = zmtp(&["channel", "--bind", "tcp://127.0.0.1:*", "--count", "1", "--timeout", "20"]);
+    let ep = channel.endpoint("CHANNEL");
+    run(&["channel", "--connect", &ep, "--count", "0", "--timeout", "20", "over"]).assert_success("channel");
+    assert_eq!(channel.finish().assert_success("channel --count 1").stdout, ["over"]);
+
+    // RADIO to DISH as UDP datagrams (unicast on loopback).
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let udp = format!("udp://127.0.0.1:{port}");
+    let dish = zmtp(&["dish", "--bind", &udp, "--join", "g", "--count", "1", "--timeout", "20"]);
+    let _radio = zmtp(&["radio", "--connect", &udp, "--group", "g", "--repeat", "--interval", "20", "datagram"]);
+    assert_eq!(dish.finish().assert_success("dish over udp").stdout, ["g|datagram"]);
 
     // A wrong transport for the type is a usage error.
     run(&["dish", "--connect", "udp://127.0.0.1:5555"]).assert_code(2, "dish connecting over udp");

@@ -230,7 +230,9 @@ was sent before. Messages are single frames.
 
 Examples:
   The weather, every second:
-    zmtp radio --bind 'tcp://*:5556' --group weather --repeat --interval 1000 sunny"
+    zmtp radio --bind 'tcp://*:5556' --group weather --repeat --interval 1000 sunny
+  The same as UDP datagrams to a multicast group (a RADIO connects to where it sends):
+    zmtp radio --connect udp://239.0.0.1:5556 --group weather --repeat --interval 1000 sunny"
         }
         SocketType::Dish => {
             "\
@@ -238,7 +240,9 @@ DISH (draft) joins each --join group and prints what RADIOs send to them as GROU
 
 Examples:
   The first weather report:
-    zmtp dish --connect tcp://localhost:5556 --join weather --count 1"
+    zmtp dish --connect tcp://localhost:5556 --join weather --count 1
+  From UDP multicast (a DISH binds the group; name the interface with 'udp://eth0;239.0.0.1:5556'):
+    zmtp dish --bind udp://239.0.0.1:5556 --join weather"
         }
         SocketType::Scatter => {
             "\
