@@ -31,10 +31,11 @@ pub const NOTIFY_DISCONNECT: u8 = 2;
 /// ZMQ_RECONNECT_STOP_CONN_REFUSED: a connect refused by the peer's host is not retried.
 pub const RECONNECT_STOP_CONN_REFUSED: u8 = 1;
 /// ZMQ_RECONNECT_STOP_HANDSHAKE_FAILED: a connection that drops or times out during the handshake
-/// is not remade.
+/// is not remade (the endpoint stays: `disconnect` succeeds, as in libzmq).
 pub const RECONNECT_STOP_HANDSHAKE_FAILED: u8 = 2;
 /// ZMQ_RECONNECT_STOP_AFTER_DISCONNECT: once `disconnect` was called on the socket, a refused
-/// connect is not retried.
+/// `ipc://` connect is not retried (the endpoint stays). As in libzmq (4.3.5 and master), whose tcp
+/// connecter never checks this bit, other transports keep retrying.
 pub const RECONNECT_STOP_AFTER_DISCONNECT: u8 = 4;
 
 /// Options a socket applies to new connections (like libzmq, changing HWMs does not resize the queues

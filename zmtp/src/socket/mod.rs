@@ -157,6 +157,9 @@ impl Socket {
 
     /// Connects to an endpoint. Returns at once: the connection is made (and remade after failures,
     /// per RECONNECT_IVL) in the background, and messages sent meanwhile are queued for it.
+    ///
+    /// Cancel safety: it completes in its first poll, so a dropped call either did nothing or
+    /// connected.
     pub async fn connect(&self, endpoint: &str) -> Result<()> {
         let ep: Endpoint = endpoint.parse()?;
         let handle = endpoints::connect(&self.inner.core, ep, endpoint.to_owned())?;
@@ -175,6 +178,9 @@ impl Socket {
     /// PEER: connects like [`connect`](Self::connect) and returns the routing id that messages to
     /// this peer carry ([`Message::with_routing_id`]); libzmq's `zmq_connect_peer`. The id is known
     /// at once and kept across reconnects; sends to it wait until the connection is up.
+    ///
+    /// Cancel safety: like [`connect`](Self::connect) it completes in its first poll (the id is
+    /// reserved before the connection exists), so a dropped call either did nothing or connected.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -235,7 +241,10 @@ impl Socket {
     }
 
     /// DISH: receive the messages RADIOs send to `group` (an exact name of at most 255 bytes, not a
-    /// prefix). Joining a group twice is an error, as in libzmq ([`Error::InvalidArgument`]).
+    /// prefix). Joining a group twice is an error, as in libzmq ([`Error::InvalidArgument`]). The
+    /// JOIN goes to every connected RADIO now and to each one that connects later; like a
+    /// subscription it takes effect when the RADIO has read it (RFC 48). Not async: nothing to
+    /// cancel.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

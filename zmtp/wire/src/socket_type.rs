@@ -4,7 +4,7 @@ use alloc::{borrow::ToOwned, string::String};
 use core::fmt;
 use core::str::FromStr;
 
-/// The classic ZeroMQ socket types.
+/// The ZeroMQ socket types: the classic ones, libzmq's draft ones (SERVER to CHANNEL), and STREAM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SocketType {
     /// Exclusive pair.
@@ -29,23 +29,37 @@ pub enum SocketType {
     XPub,
     /// Subscriber that sends subscriptions as messages.
     XSub,
-    /// Draft (RFC 41): single-frame replies addressed by the peer's 32-bit routing id.
+    /// Draft ([RFC 41](https://rfc.zeromq.org/spec/41/)), the peer of CLIENT. Messages are single
+    /// frames. A received message carries its sender's 32-bit routing id; a sent one goes to the
+    /// peer its routing id names (an unknown id is EHOSTUNREACH, a full peer makes the send wait).
     Server,
-    /// Draft (RFC 41): single-frame requests, load-balanced over SERVERs.
+    /// Draft ([RFC 41](https://rfc.zeromq.org/spec/41/)), the peer of SERVER. Single-frame
+    /// messages, sent round-robin to the SERVERs with room and received fair-queued.
     Client,
-    /// Draft (RFC 48): single-frame messages to the DISHes that joined the message's group.
+    /// Draft ([RFC 48](https://rfc.zeromq.org/spec/48/)), the peer of DISH. Each single-frame
+    /// message carries a group (an exact name of at most 255 bytes) and goes to the DISHes that
+    /// joined it; a full DISH, or one whose JOIN has not arrived yet, misses it, as with PUB. Also
+    /// over `udp://` (unicast or multicast datagrams, no handshake).
     Radio,
-    /// Draft (RFC 48): joins groups and receives a RADIO's messages for them.
+    /// Draft ([RFC 48](https://rfc.zeromq.org/spec/48/)), the peer of RADIO. Joins and leaves
+    /// groups (JOIN/LEAVE commands to every RADIO) and receives their messages with the group.
     Dish,
-    /// Draft (RFC 49): single-frame pipeline sink, fair-queued.
+    /// Draft ([RFC 49](https://rfc.zeromq.org/spec/49/)), the peer of SCATTER: PULL for single
+    /// frames, fair-queued.
     Gather,
-    /// Draft (RFC 49): single-frame pipeline source, round-robin.
+    /// Draft ([RFC 49](https://rfc.zeromq.org/spec/49/)), the peer of GATHER: PUSH for single
+    /// frames, round-robin.
     Scatter,
-    /// Draft (RFC 51): single-frame, addressed by routing id, peers of its own type on both ends.
+    /// Draft ([RFC 51](https://rfc.zeromq.org/spec/51/)), the peer of PEER. Single frames
+    /// addressed by routing id as SERVER's are, on both ends; a connect names its peer's id at once
+    /// (`connect_peer`).
     Peer,
-    /// Draft (RFC 52): single-frame exclusive pair.
+    /// Draft ([RFC 52](https://rfc.zeromq.org/spec/52/)), the peer of CHANNEL: PAIR for single
+    /// frames (one peer).
     Channel,
-    /// Raw TCP (no ZMTP): each connection addressed by a routing id, its bytes as they arrive.
+    /// Raw TCP (or ipc) with no ZMTP: each connection has a routing id, and a message is
+    /// `[routing id, bytes]` — the bytes as they arrived, or to write. `[id, ""]` is received when a
+    /// connection opens and when it closes, and sent it closes the connection.
     Stream,
 }
 
