@@ -14,6 +14,7 @@ use crate::error::{ConnectionError, LimitError};
 use crate::link::pipe::{OutPipe, Outbound};
 use crate::message::Message;
 use crate::options::Options;
+use crate::transport::ReadReady;
 use crate::wire::curve::CurveDecoder;
 use crate::wire::{Command, FrameCodec};
 
@@ -36,7 +37,7 @@ pub(super) struct Link<'a, H> {
     pub liveness: &'a Liveness,
 }
 
-pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
+pub(super) async fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
     mut rd: R,
     mut buf: BytesMut,
     opts: &Options,
@@ -115,11 +116,20 @@ pub(super) async fn read_loop<H: Host, R: AsyncRead + Unpin>(
             // Drained after a burst and no longer busy: give the memory back so that idle connections
             // stay cheap (the frames already handed out keep their own slices alive).
             buf = BytesMut::new();
+            batch = VecDeque::new();
         }
-        if buf.capacity() - buf.len() < read_size / 4 {
-            buf.reserve(read_size);
-        }
-        let read = rd.read_buf(&mut buf);
+        // An idle connection (its buffer given back above) waits for bytes before it takes a
+        // buffer again: 2 KiB less per idle connection, on each end.
+        let idle = buf.capacity() == 0;
+        let read = async {
+            if idle {
+                rd.read_ready().await?;
+            }
+            if buf.capacity() - buf.len() < read_size / 4 {
+                buf.reserve(read_size);
+            }
+            rd.read_buf(&mut buf).await
+        };
         let n = match ttl {
             Some(limit) => {
                 // One timer per connection, on the heap: inline it would sit in every idle task.

@@ -28,6 +28,9 @@ const WRITE_ROUND: usize = 256 * 1024;
 /// Queue capacity (items) and buffer capacity (bytes) a connection keeps between batches.
 const KEEP_QUEUED: usize = 256;
 const KEEP_BUFFER: usize = 64 * 1024;
+/// A queue this small after a batch means the connection sends a message at a time: it keeps no
+/// queue or buffer between batches.
+const TRICKLE_QUEUED: usize = 8;
 
 pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
@@ -119,10 +122,14 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
         // that goes quiet after one (a CHP snapshot of a thousand keys) returns to an idle
         // connection's few KiB instead of keeping ~200 KiB. Steady traffic in batches below these
         // sizes keeps its allocations.
-        if items.capacity() > KEEP_QUEUED {
+        // A connection that only sends a message now and then (request-reply, an idle one after
+        // its greeting) gives back its small queue and buffer too, so that it holds none while it
+        // waits; that costs an allocation per message there, and nothing where batches are larger.
+        let trickle = items.capacity() <= TRICKLE_QUEUED;
+        if items.capacity() > KEEP_QUEUED || trickle {
             items = VecDeque::new();
         }
-        if buf.capacity() > KEEP_BUFFER {
+        if buf.capacity() > KEEP_BUFFER || trickle {
             buf = BytesMut::new();
         }
         if !more {

@@ -129,6 +129,11 @@ impl Inbox {
             q.messages.clear();
             q.messages.push_back(last);
         }
+        if q.messages.is_empty() && (q.hwm == 0 || batch.len() <= q.hwm) {
+            // The whole batch fits an empty queue: take the reader's buffer as it is (it gets the
+            // queue's empty one back) instead of moving message by message.
+            std::mem::swap(&mut q.messages, batch);
+        }
         while let Some(msg) = batch.pop_front() {
             if q.hwm != 0 && q.messages.len() >= q.hwm {
                 batch.push_front(msg);
@@ -209,6 +214,8 @@ impl Inbox {
                         state.ready.clear();
                         if q.detached {
                             state.queues.remove(&peer);
+                        } else {
+                            release_if_small(&mut q.messages);
                         }
                     }
                     continue;
@@ -242,6 +249,8 @@ impl Inbox {
                 ready.push_back(peer);
             } else if q.detached {
                 queues.remove(&peer);
+            } else {
+                release_if_small(&mut q.messages);
             }
             // SUB filters on receipt, as libzmq does: an unsubscribe also drops what is already queued.
             let wanted = filter
@@ -298,3 +307,15 @@ impl Inbox {
         }
     }
 }
+
+/// An emptied queue that only ever held a few messages gives its buffer back, so that an idle
+/// connection holds none (the next batch brings the reader's); a busy one keeps it.
+fn release_if_small(messages: &mut VecDeque<Message>) {
+    if messages.capacity() <= SMALL_QUEUE {
+        *messages = VecDeque::new();
+    }
+}
+
+/// What counts as a few messages for [`release_if_small`].
+const SMALL_QUEUE: usize = 8;
+

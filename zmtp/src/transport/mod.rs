@@ -25,7 +25,7 @@ use crate::error::Result;
 
 /// A connected byte stream that can be split into independently driven halves.
 pub(crate) trait Conn: Send + 'static {
-    type Read: AsyncRead + Unpin + Send + 'static;
+    type Read: AsyncRead + ReadReady + Unpin + Send + 'static;
     type Write: AsyncWrite + Unpin + Send + 'static;
     fn into_halves(self) -> (Self::Read, Self::Write);
 }
@@ -89,6 +89,25 @@ macro_rules! each_half {
             Self::Inproc($half) => $call,
         }
     };
+}
+
+/// Waiting for bytes without a buffer to put them in, so that an idle connection holds none.
+pub(crate) trait ReadReady {
+    /// Resolves once a read would not wait (bytes, the end, or an error are there). May resolve
+    /// early (inproc's in-memory stream has no readiness and resolves at once): a read after it
+    /// can still wait.
+    fn read_ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+}
+
+impl ReadReady for AnyRead {
+    async fn read_ready(&self) -> std::io::Result<()> {
+        match self {
+            Self::Tcp(half) => half.readable().await,
+            #[cfg(unix)]
+            Self::Ipc(half) => half.readable().await,
+            Self::Inproc(_) => Ok(()),
+        }
+    }
 }
 
 impl AsyncRead for AnyRead {
