@@ -17,7 +17,9 @@
 //! mem-dealers <endpoint> <n>                    n DEALERs, each says hi and waits for the answer
 //! ```
 //!
-//! Servers print `READY` once bound; the driver starts the client only then (no sleeps).
+//! Servers print `READY` once bound; the driver starts the client only then (no sleeps). With
+//! `BENCH_CURVE=1` a stack that has CURVE runs the throughput modes over it ([`curve`]); one that
+//! has not exits with code 3 (unsupported).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -31,6 +33,16 @@ pub const WARMUP: u8 = b'W';
 pub const DATA: u8 = b'D';
 /// First byte of the fan-out end marker (sent repeatedly until the subscribers say done).
 pub const END: u8 = b'E';
+
+/// `BENCH_CURVE=1`: the throughput modes run CURVE (the PULL is the server), with these fixed key
+/// pairs (Z85; made once with `zmq.curve_keypair()`, test keys of no value).
+pub fn curve() -> bool {
+    std::env::var("BENCH_CURVE").is_ok_and(|v| v == "1")
+}
+pub const CURVE_SERVER_PUBLIC: &str = "7>+0G^.<H$>3[:SwnZlA/}>SMq3XdG=!Fi9@@8?j";
+pub const CURVE_SERVER_SECRET: &str = "/[4:RQWQC1iDQN&*mO0rCM+E?7f7+<vh#:ZdW3D4";
+pub const CURVE_CLIENT_PUBLIC: &str = "KD?Pxj]W[RVrhNxn#RG{Z}rRZ1i-*AcG-Tt5@P?c";
+pub const CURVE_CLIENT_SECRET: &str = "3Q@@3flE=Bb1^rl[o%lG(G#f^EPw]pNk6Qs?MIE-";
 
 /// Parsed command line.
 pub struct Cmd {

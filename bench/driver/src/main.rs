@@ -21,6 +21,8 @@ mod plot;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Transport {
     Tcp,
+    /// TCP with CURVE (the PULL is the server); only the stacks in [`CURVE_STACKS`] run it.
+    TcpCurve,
     Ipc,
     Inproc,
 }
@@ -93,12 +95,14 @@ fn rows(quick: bool, mem_n: usize) -> Vec<Row> {
     let thr = |t: Transport, size: usize, count: usize| {
         let tname = match t {
             Transport::Tcp => "tcp",
+            Transport::TcpCurve => "curve",
             Transport::Ipc => "ipc",
             Transport::Inproc => "inproc",
         };
+        let lname = if t == Transport::TcpCurve { "tcp+CURVE" } else { tname };
         Row {
             id: format!("thr/{tname}/{size}"),
-            label: format!("PUSH/PULL {tname} {}", size_label(size)),
+            label: format!("PUSH/PULL {lname} {}", size_label(size)),
             kind: Kind::Thr { transport: t, size, count },
         }
     };
@@ -109,6 +113,8 @@ fn rows(quick: bool, mem_n: usize) -> Vec<Row> {
     rows.push(thr(Transport::Ipc, 16, q(2_000_000)));
     rows.push(thr(Transport::Ipc, 64, q(2_000_000)));
     rows.push(thr(Transport::Ipc, 65536, q(60_000)));
+    rows.push(thr(Transport::TcpCurve, 64, q(1_000_000)));
+    rows.push(thr(Transport::TcpCurve, 65536, q(20_000)));
     rows.push(thr(Transport::Inproc, 64, q(2_000_000)));
     rows.push(thr(Transport::Inproc, 65536, q(100_000)));
     for dr in [false, true] {
@@ -318,6 +324,9 @@ impl Drop for Proc {
     }
 }
 
+/// The stack binaries whose throughput modes speak CURVE (`BENCH_CURVE=1`, keys in bench/common).
+const CURVE_STACKS: [&str; 2] = ["bench-zmtp", "bench-libzmq"];
+
 /// The poll-family syscalls counted in the poll pass (tokio and mio use epoll_wait; libzmq epoll_wait;
 /// the rest for completeness).
 const POLL_EVENTS: [&str; 7] = [
@@ -443,17 +452,21 @@ impl Runner {
         let log = |role: &str| self.log_dir.join(format!("{tag}-{role}.log"));
         let perf_out = |role: &str| self.log_dir.join(format!("{tag}-{role}.perf"));
         let counting = self.count_polls;
+        let mut env = v.env.clone();
+        if matches!(row.kind, Kind::Thr { transport: Transport::TcpCurve, .. }) {
+            env.push(("BENCH_CURVE", "1"));
+        }
         let spawn = |args: &[String], role: &str, keep_stdin: bool| {
             let out = perf_out(role);
             let _ = std::fs::remove_file(&out);
-            Proc::spawn_counted(&bin, args, &v.env, &log(role), keep_stdin, counting.then_some(out.as_path()))
+            Proc::spawn_counted(&bin, args, &env, &log(role), keep_stdin, counting.then_some(out.as_path()))
                 .map_err(|e| e.to_string())
         };
         let cpu_before = children_cpu_s();
         let deadline = Instant::now() + self.timeout;
         let s = |x: usize| x.to_string();
         let ep_for = |t: Transport, seq: usize| match t {
-            Transport::Tcp => format!("tcp://127.0.0.1:{}", free_port()),
+            Transport::Tcp | Transport::TcpCurve => format!("tcp://127.0.0.1:{}", free_port()),
             Transport::Ipc => format!("ipc:///tmp/zmtp-bench-{}-{seq}.ipc", std::process::id()),
             Transport::Inproc => unreachable!(),
         };
@@ -474,6 +487,9 @@ impl Runner {
                             }
                         }
                     }
+                }
+                Kind::Thr { transport: Transport::TcpCurve, .. } if !CURVE_STACKS.contains(&v.bin) => {
+                    Ok(Outcome::Unsupported)
                 }
                 Kind::Thr { transport, size, count } => {
                     let ep = ep_for(*transport, self.seq);

@@ -405,7 +405,15 @@ pub fn markdown(
                 );
             }
             if results.unsupported(&r.id, v.name) {
-                let _ = writeln!(s, "- {} / {}: n/a — the stack has no such transport/socket.", r.id, v.name);
+                if r.id.starts_with("thr/curve/") {
+                    let _ = writeln!(
+                        s,
+                        "- {} / {}: n/a — CURVE is wired into zmtp's and libzmq's bench binaries only.",
+                        r.id, v.name
+                    );
+                } else {
+                    let _ = writeln!(s, "- {} / {}: n/a — the stack has no such transport/socket.", r.id, v.name);
+                }
             }
         }
     }
@@ -441,6 +449,7 @@ fn count_list(rows: &[Row]) -> String {
                 "{} {} × {}",
                 match transport {
                     Transport::Tcp => "tcp",
+                    Transport::TcpCurve => "tcp+CURVE",
                     Transport::Ipc => "ipc",
                     Transport::Inproc => "inproc",
                 },
@@ -579,6 +588,18 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
             verdict(r.map(|r| if higher { r >= 1.0 } else { r <= 1.0 }))
         );
     }
+    let curve: Vec<(usize, Option<f64>)> =
+        [64, 65536].iter().map(|size| (*size, ratio(&format!("thr/curve/{size}"), "msgs_per_s"))).collect();
+    let _ = writeln!(
+        s,
+        "| CURVE throughput ≥ 1.0× libzmq (64 B, 64 KiB) | {} | {} |",
+        curve
+            .iter()
+            .map(|(size, r)| format!("{} {}", crate::size_label(*size), fmt_ratio(*r)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        verdict(curve.iter().try_fold(true, |ok, (_, r)| r.map(|r| ok && r >= 1.0)))
+    );
     let cpu = ratio("thr/tcp/64", "cpu_us_per_msg");
     let _ = writeln!(
         s,

@@ -16,12 +16,21 @@ fn main() {
         }
         "thr-recv" => {
             let pull = ctx.socket(zmq::PULL).unwrap();
+            if common::curve() {
+                pull.set_curve_server(true).unwrap();
+                pull.set_curve_secretkey(&zmq::z85_decode(common::CURVE_SERVER_SECRET).unwrap()).unwrap();
+            }
             pull.bind(cmd.str(0)).unwrap();
             common::ready();
             thr_recv(&pull, cmd.num(1), cmd.num(2));
         }
         "thr-send" => {
             let push = ctx.socket(zmq::PUSH).unwrap();
+            if common::curve() {
+                push.set_curve_serverkey(&zmq::z85_decode(common::CURVE_SERVER_PUBLIC).unwrap()).unwrap();
+                push.set_curve_publickey(&zmq::z85_decode(common::CURVE_CLIENT_PUBLIC).unwrap()).unwrap();
+                push.set_curve_secretkey(&zmq::z85_decode(common::CURVE_CLIENT_SECRET).unwrap()).unwrap();
+            }
             push.connect(cmd.str(0)).unwrap();
             thr_send(&push, cmd.num(1), cmd.num(2));
             common::wait_stdin_eof();

@@ -25,12 +25,20 @@ async fn run(cmd: Cmd) {
     match cmd.mode.as_str() {
         "thr-recv" => {
             let pull = Socket::new(SocketType::Pull);
+            if common::curve() {
+                pull.set_curve_server(true);
+                pull.set_curve_secretkey(common::CURVE_SERVER_SECRET).unwrap();
+            }
             pull.bind(cmd.str(0)).await.unwrap();
             common::ready();
             thr_recv(&pull, cmd.num(1), cmd.num(2)).await;
         }
         "thr-send" => {
             let push = Socket::new(SocketType::Push);
+            if common::curve() {
+                push.set_curve_secretkey(common::CURVE_CLIENT_SECRET).unwrap();
+                push.set_curve_serverkey(common::CURVE_SERVER_PUBLIC).unwrap();
+            }
             push.connect(cmd.str(0)).await.unwrap();
             thr_send(&push, cmd.num(1), cmd.num(2)).await;
             common::hold().await;
