@@ -8,10 +8,11 @@
 use alloc::{string::String, vec::Vec};
 use bytes::{BufMut, BytesMut};
 use crypto_box::aead::generic_array::GenericArray;
-use crypto_box::aead::{Aead, AeadInPlace};
+use crypto_box::aead::Aead;
 use crypto_box::{PublicKey, SalsaBox, SecretKey};
 use rand_core::CryptoRngCore;
 
+use super::curve_message::MessageKey;
 use super::frame::{FLAG_COMMAND, FLAG_MORE, Frame, encode_header};
 
 /// Length of a CURVE key.
@@ -68,6 +69,14 @@ pub(super) fn nonce(prefix: &[u8], tail: &[u8]) -> GenericArray<u8, crypto_box::
     n[..prefix.len()].copy_from_slice(prefix);
     n[prefix.len()..].copy_from_slice(tail);
     n.into()
+}
+
+/// A MESSAGE's nonce: the direction's 16-byte prefix and the 8-byte counter.
+fn message_nonce(prefix: &[u8; 16], counter: u64) -> [u8; 24] {
+    let mut nonce = [0u8; 24];
+    nonce[..16].copy_from_slice(prefix);
+    nonce[16..].copy_from_slice(&counter.to_be_bytes());
+    nonce
 }
 
 pub(super) fn seal(key: &SalsaBox, prefix: &[u8], tail: &[u8], plain: &[u8]) -> Vec<u8> {
@@ -213,8 +222,8 @@ impl CurveCipher {
             (b"CurveZMQMESSAGES", b"CurveZMQMESSAGEC")
         };
         CurveCipher {
-            encoder: CurveEncoder { session: SalsaBox::new(peer, ours), prefix: send, next: send_nonce },
-            decoder: CurveDecoder { session: SalsaBox::new(peer, ours), prefix: recv, last: last_recv },
+            encoder: CurveEncoder { session: MessageKey::new(peer, ours), prefix: send, next: send_nonce },
+            decoder: CurveDecoder { session: MessageKey::new(peer, ours), prefix: recv, last: last_recv },
         }
     }
 
@@ -226,7 +235,7 @@ impl CurveCipher {
 
 /// The sending half of a CURVE session.
 pub struct CurveEncoder {
-    session: SalsaBox,
+    session: MessageKey,
     prefix: &'static [u8; 16],
     next: u64,
 }
@@ -251,10 +260,7 @@ impl CurveEncoder {
         out.put_bytes(0, TAG);
         out.put_u8((more as u8) | ((command as u8) << 1));
         out.put_slice(payload);
-        let tag = self
-            .session
-            .encrypt_in_place_detached(&nonce(self.prefix, &nonce_value.to_be_bytes()), b"", &mut out[tag_at + TAG..])
-            .expect("crypto_box encryption of a bounded buffer");
+        let tag = self.session.seal(&message_nonce(self.prefix, nonce_value), &mut out[tag_at + TAG..]);
         out[tag_at..tag_at + TAG].copy_from_slice(&tag);
         Ok(())
     }
@@ -262,7 +268,7 @@ impl CurveEncoder {
 
 /// The receiving half of a CURVE session.
 pub struct CurveDecoder {
-    session: SalsaBox,
+    session: MessageKey,
     prefix: &'static [u8; 16],
     last: u64,
 }
@@ -280,10 +286,10 @@ impl CurveDecoder {
         if got <= self.last {
             return Err(CurveError::NonceReplay { got, last: self.last });
         }
-        let tag = GenericArray::clone_from_slice(&body[16..16 + TAG]);
+        let tag: [u8; TAG] = body[16..16 + TAG].try_into().expect("a 16-byte tag");
         let mut plain = BytesMut::from(&body[16 + TAG..]);
         self.session
-            .decrypt_in_place_detached(&nonce(self.prefix, &body[8..16]), b"", &mut plain, &tag)
+            .open(&message_nonce(self.prefix, got), &mut plain, &tag)
             .map_err(|_| CurveError::Decrypt("MESSAGE"))?;
         self.last = got;
         let inner = plain[0];

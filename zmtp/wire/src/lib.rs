@@ -57,6 +57,7 @@ pub use rand_core;
 pub mod command;
 pub mod curve;
 pub mod curve_crypto;
+mod curve_message;
 pub mod frame;
 pub mod greeting;
 pub mod handshake;
