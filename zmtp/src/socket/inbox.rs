@@ -318,4 +318,3 @@ fn release_if_small(messages: &mut VecDeque<Message>) {
 
 /// What counts as a few messages for [`release_if_small`].
 const SMALL_QUEUE: usize = 8;
-

@@ -7,8 +7,8 @@
 
 use alloc::{string::String, vec::Vec};
 use bytes::{BufMut, BytesMut};
-use crypto_box::aead::generic_array::GenericArray;
 use crypto_box::aead::Aead;
+use crypto_box::aead::generic_array::GenericArray;
 use crypto_box::{PublicKey, SalsaBox, SecretKey};
 use rand_core::CryptoRngCore;
 
