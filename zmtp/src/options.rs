@@ -28,7 +28,9 @@ pub const DEFAULT_MAX_SUBSCRIPTION_BYTES: usize = 16 << 20;
 pub const NOTIFY_CONNECT: u8 = 1;
 /// ZMQ_NOTIFY_DISCONNECT, for [`Socket::set_router_notify`](crate::Socket::set_router_notify).
 pub const NOTIFY_DISCONNECT: u8 = 2;
-/// ZMQ_RECONNECT_STOP_CONN_REFUSED: a connect refused by the peer's host is not retried.
+/// ZMQ_RECONNECT_STOP_CONN_REFUSED: a `tcp://` connect refused by the peer's host is not retried,
+/// and the endpoint is forgotten. As in libzmq, whose ipc connecter never checks this bit, a
+/// refused `ipc://` connect is retried.
 pub const RECONNECT_STOP_CONN_REFUSED: u8 = 1;
 /// ZMQ_RECONNECT_STOP_HANDSHAKE_FAILED: a connection that drops or times out during the handshake
 /// is not remade (the endpoint stays: `disconnect` succeeds, as in libzmq).

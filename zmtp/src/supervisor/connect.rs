@@ -75,7 +75,9 @@ pub(crate) fn connect<H: Host>(
                 Err(e) => {
                     tracing::debug!(%endpoint, error = %e, "connect failed");
                     let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
-                    if refused && stops(&*host, RECONNECT_STOP_CONN_REFUSED) {
+                    // RECONNECT_STOP_CONN_REFUSED: checked by libzmq's tcp connecter only (its ipc
+                    // connecter retries a refused connect whatever the option says).
+                    if refused && matches!(ep, Endpoint::Tcp { .. }) && stops(&*host, RECONNECT_STOP_CONN_REFUSED) {
                         give_up(&*host, slot, &endpoint, &accepting);
                         return;
                     }
