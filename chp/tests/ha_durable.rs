@@ -12,7 +12,7 @@ use zmtp_testkit::{bounded, step, unique};
 
 mod common;
 
-use common::pair::PairPorts;
+use common::pair::{PairPorts, collector_publisher, kvset};
 
 /// A fresh data directory (removed when dropped).
 struct DataDir(PathBuf);
@@ -186,6 +186,40 @@ async fn an_absurd_peer_epoch_does_not_overflow() {
         assert_eq!(primary.state(), State::Active);
         client.close().await;
         dealer.close().await;
+        backup.close().await;
+        primary.close().await;
+    })
+    .await;
+}
+
+/// A client's retransmit of a write confirmed just before both servers stopped is not applied
+/// again once they are back: the journal's tail is remembered as published, as if the active had
+/// never stopped. A fresh write sent after the retransmit, on the same connection, fences it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retransmit_after_a_restart_is_not_applied_twice() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let (primary, backup) = formed(&ports, &a, &b).await;
+        let once = kvset("/once", "1", true);
+        let publisher = collector_publisher(ports.address(Side::Primary)).await;
+        publisher.send(once.to_message()).await.unwrap();
+        let status = step("applied", primary.wait_for(|s| s.keys == 1)).await.unwrap();
+        let applied = status.sequence;
+        step("backup followed", backup.wait_for(|s| s.sequence == applied)).await.unwrap();
+        publisher.close().await;
+        backup.close().await;
+        primary.close().await;
+
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        step("pair formed again", backup.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+        let publisher = collector_publisher(ports.address(Side::Primary)).await;
+        publisher.send(once.to_message()).await.unwrap();
+        publisher.send(kvset("/fence", "2", true).to_message()).await.unwrap();
+        let status = step("fence applied", primary.wait_for(|s| s.keys == 2)).await.unwrap();
+        assert_eq!(status.sequence, applied + 1, "only the fence was applied, not the retransmit");
+        publisher.close().await;
         backup.close().await;
         primary.close().await;
     })

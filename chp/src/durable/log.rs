@@ -3,16 +3,23 @@
 //! or out of order: everything before that point was written whole, nothing after it can be
 //! trusted (a crash tears only the tail; a bad record in the middle cuts what follows too).
 
+use std::collections::VecDeque;
 use std::io::{self, Read};
 
 use super::Corruption;
 use super::record::{ReadError, RecordReader};
 use super::update::Update;
 use crate::store::Store;
+use crate::uuid::Uuid;
+
+/// How many of the last updates' UUIDs a replay keeps ([`Replayed::recent_uuids`]): 1 MiB at most.
+pub(crate) const RECENT_UUIDS: usize = 1 << 16;
 
 /// What replaying a log did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Replayed {
+    /// The UUIDs of the last updates replayed (at most [`RECENT_UUIDS`]), oldest first.
+    pub(crate) recent_uuids: VecDeque<Uuid>,
     /// The last sequence applied (the starting one if none was).
     pub(crate) last_sequence: u64,
     /// Updates applied.
@@ -27,7 +34,8 @@ pub(crate) struct Replayed {
 /// update's sequence above the one before, the first above `after`.
 pub(crate) fn replay(inner: impl Read, len: u64, after: u64, store: &mut Store) -> io::Result<Replayed> {
     let mut reader = RecordReader::new(inner, len);
-    let mut replayed = Replayed { last_sequence: after, updates: 0, good_len: 0, stopped: None };
+    let mut replayed =
+        Replayed { recent_uuids: VecDeque::new(), last_sequence: after, updates: 0, good_len: 0, stopped: None };
     loop {
         let good_len = reader.good_len();
         let update = match reader.next_record() {
@@ -39,6 +47,12 @@ pub(crate) fn replay(inner: impl Read, len: u64, after: u64, store: &mut Store) 
         match update {
             Ok(Some(update)) => {
                 apply(&update, store);
+                if let Some(uuid) = update.msg.uuid {
+                    if replayed.recent_uuids.len() == RECENT_UUIDS {
+                        replayed.recent_uuids.pop_front();
+                    }
+                    replayed.recent_uuids.push_back(uuid);
+                }
                 replayed.last_sequence = update.msg.sequence;
                 replayed.updates += 1;
             }
@@ -90,7 +104,16 @@ mod tests {
         let log = log_of(&[(5, "/a", "1"), (6, "/b", "2"), (7, "/a", "")]);
         let mut store = Store::new();
         let replayed = replay(&log[..], log.len() as u64, 4, &mut store).unwrap();
-        assert_eq!(replayed, Replayed { last_sequence: 7, updates: 3, good_len: log.len() as u64, stopped: None });
+        assert_eq!(
+            replayed,
+            Replayed {
+                recent_uuids: VecDeque::new(),
+                last_sequence: 7,
+                updates: 3,
+                good_len: log.len() as u64,
+                stopped: None
+            }
+        );
         assert_eq!((store.len(), store.get(b"/b").unwrap().value), (1, &b"2"[..]));
     }
 

@@ -16,6 +16,7 @@ use super::record::ReadError;
 use super::snapshot;
 use super::{Corruption, JournalError};
 use crate::store::Store;
+use crate::uuid::Uuid;
 
 /// What [`Journal::open`](super::Journal::open) found.
 #[derive(Debug)]
@@ -35,6 +36,11 @@ pub struct Recovered {
     pub truncated_bytes: u64,
     /// What was wrong at the start of the cut tail.
     pub tail_corruption: Option<Corruption>,
+    /// The UUIDs of the last updates replayed from the log (up to 65,536), oldest first. A pair
+    /// server remembers them as published, so that a client retransmitting a write confirmed just
+    /// before a crash does not have it applied twice. Updates already compacted into the snapshot
+    /// carry none.
+    pub recent_uuids: Vec<Uuid>,
 }
 
 /// The directory's state, ready for appending.
@@ -94,6 +100,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Opened, JournalError> {
             updates_replayed: replayed.updates,
             truncated_bytes: len - replayed.good_len,
             tail_corruption: replayed.stopped,
+            recent_uuids: replayed.recent_uuids.into(),
         },
     })
 }

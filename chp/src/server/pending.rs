@@ -257,6 +257,12 @@ impl Pending {
         }
     }
 
+    /// An update with this UUID was published before this server started (its journal says so):
+    /// remembered as [`record`](Self::record) does, from `now`.
+    pub fn record_uuid(&mut self, uuid: Uuid, now: Instant) {
+        self.remember(Ident::Uuid(uuid), now);
+    }
+
     /// True when `msg` carries a UUID that was published recently (by this server or the active
     /// it took over from): an active server drops such a KVSET rather than publish it twice.
     pub fn is_duplicate(&self, msg: &KvMsg) -> bool {

@@ -77,6 +77,8 @@ mod enabled {
     pub(in crate::server) struct Persist {
         journal: Option<Journal>,
         dir: PathBuf,
+        /// What the log's tail said was published last, until a pair takes it.
+        recent_uuids: Vec<crate::uuid::Uuid>,
         /// The state's epoch in Unix milliseconds.
         epoch_unix_ms: u64,
     }
@@ -93,12 +95,20 @@ mod enabled {
             let now = Instant::now();
             let epoch_unix_ms = unix_millis(SystemTime::now())
                 .saturating_sub(u64::try_from(now.saturating_duration_since(state.epoch()).as_millis()).unwrap_or(0));
-            let persist = Persist { journal: Some(journal), dir: dir.to_owned(), epoch_unix_ms };
+            let mut persist =
+                Persist { journal: Some(journal), dir: dir.to_owned(), recent_uuids: Vec::new(), epoch_unix_ms };
             persist.load(recovered, state, now);
             Ok(persist)
         }
 
-        fn load(&self, recovered: Recovered, state: &mut ServerState, now: Instant) {
+        /// The UUIDs of the last updates the journal replayed, oldest first (once; see
+        /// [`Recovered::recent_uuids`]).
+        pub(in crate::server) fn take_recent_uuids(&mut self) -> Vec<crate::uuid::Uuid> {
+            std::mem::take(&mut self.recent_uuids)
+        }
+
+        fn load(&mut self, mut recovered: Recovered, state: &mut ServerState, now: Instant) {
+            self.recent_uuids = std::mem::take(&mut recovered.recent_uuids);
             if recovered.truncated_bytes > 0 {
                 tracing::warn!(
                     dir = %self.dir.display(),

@@ -121,8 +121,18 @@ pub(super) fn spawn(
     handle.set_may_start_alone(persist.is_none() || config.start_alone);
     let runner = tokio::spawn(star.run());
     let role = config.side.start_state();
+    // What the journal last published is remembered as published, as if this server had never
+    // stopped: a client's retransmit of a write confirmed just before a crash is not applied again.
+    let mut pending = Pending::new(config.pending);
+    let mut persist = persist;
+    if let Some(persist) = persist.as_mut() {
+        let now = std::time::Instant::now();
+        for uuid in persist.take_recent_uuids() {
+            pending.record_uuid(uuid, now);
+        }
+    }
     let driver = Driver {
-        pending: Pending::new(config.pending),
+        pending,
         config,
         shared,
         ha,
