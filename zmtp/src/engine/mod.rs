@@ -82,22 +82,24 @@ pub(crate) async fn run_inproc<H: Host>(
     run_with(core, slot, AnyStream::Inproc(conn.stream), conn.rendezvous, kill, info).await
 }
 
-async fn run_with<H: Host, C: Conn>(
+fn run_with<H: Host, C: Conn>(
     core: &Arc<H>,
     slot: Option<PeerId>,
     conn: C,
     rendezvous: Option<Rendezvous>,
     kill: CancellationToken,
     info: ConnectionInfo<'_>,
-) -> Ended {
-    let mut told = Told::default();
-    #[cfg(feature = "draft")]
-    if core.socket_type() == crate::wire::SocketType::Stream {
-        let result = raw::drive(core, slot, conn, kill, &info, &mut told).await.map_err(Arc::new);
-        return report_end(&**core, &info, told, result);
+) -> impl std::future::Future<Output = Ended> {
+    async move {
+        let mut told = Told::default();
+        #[cfg(feature = "draft")]
+        if core.socket_type() == crate::wire::SocketType::Stream {
+            let result = raw::drive(core, slot, conn, kill, &info, &mut told).await.map_err(Arc::new);
+            return report_end(&**core, &info, told, result);
+        }
+        let result = drive(core, slot, conn, rendezvous, kill, &info, &mut told).await.map_err(Arc::new);
+        report_end(&**core, &info, told, result)
     }
-    let result = drive(core, slot, conn, rendezvous, kill, &info, &mut told).await.map_err(Arc::new);
-    report_end(&**core, &info, told, result)
 }
 
 /// Tells the monitor how a connection ended (a failed handshake, or a disconnect).
@@ -127,7 +129,7 @@ async fn abandoned_on_close<H: Host>(core: &H, slot: Option<PeerId>) {
     }
 }
 
-async fn drive<H: Host, C: Conn>(
+fn drive<H: Host, C: Conn>(
     core: &Arc<H>,
     slot: Option<PeerId>,
     conn: C,
@@ -135,66 +137,68 @@ async fn drive<H: Host, C: Conn>(
     kill: CancellationToken,
     info: &ConnectionInfo<'_>,
     told: &mut Told,
-) -> Result<(), ConnectionError> {
-    let opts = core.options_snapshot();
-    let (mut rd, mut wr) = conn.into_halves();
-    let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type(), &opts, info.peer_addr);
-    // Boxed: the handshake's state (about 2 KiB) is freed when it completes instead of staying in every
-    // connection's task for its lifetime.
-    let handshake = Box::pin(async {
-        match opts.handshake_ivl {
-            Some(limit) => {
-                tokio::time::timeout(limit, handshake).await.map_err(|_| ConnectionError::HandshakeTimeout)?
+) -> impl std::future::Future<Output = Result<(), ConnectionError>> {
+    async move {
+        let opts = core.options_snapshot();
+        let (mut rd, mut wr) = conn.into_halves();
+        let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type(), &opts, info.peer_addr);
+        // Boxed: the handshake's state (about 2 KiB) is freed when it completes instead of staying in every
+        // connection's task for its lifetime.
+        let handshake = Box::pin(async {
+            match opts.handshake_ivl {
+                Some(limit) => {
+                    tokio::time::timeout(limit, handshake).await.map_err(|_| ConnectionError::HandshakeTimeout)?
+                }
+                None => handshake.await,
             }
-            None => handshake.await,
-        }
-    });
-    let done = tokio::select! {
-        r = handshake => r?,
-        _ = kill.cancelled() => return Err(ConnectionError::SocketClosed),
-        _ = abandoned_on_close(&**core, slot) => return Err(ConnectionError::SocketClosed),
-    };
-    let handshake::Handshaken { info: peer_info, minor, read_buf, cipher } = done;
-    // In a block of its own, so the peer's metadata is freed now rather than kept for the connection's
-    // lifetime in its task.
-    let (attached, inlet) = {
-        let peer_info = peer_info;
-        tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?peer_info.socket_type, minor, "handshake complete");
-        // The ZMTP handshake has succeeded, whatever the socket then makes of the peer: as in libzmq,
-        // a peer the socket's own policy turns away (a second PAIR peer, a duplicate ROUTER id
-        // without ROUTER_HANDOVER) shows as HandshakeSucceeded, then Disconnected with the reason.
-        // Emitted after the attach, so a peer is routable by the time its handshake is reported.
-        let attached = core.attach(slot, &peer_info, minor, kill.clone());
-        told.handshaken = true;
-        told.routing_id = attached.as_ref().ok().and_then(|a| a.routing_id.clone());
-        core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
-            endpoint: info.endpoint.to_owned(),
-            peer: info.peer_addr.to_owned(),
-            peer_type: peer_info.socket_type,
-            routing_id: told.routing_id.clone(),
         });
-        let attached = attached?;
-        core.set_peer_properties(attached.peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));
-        let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer };
-        (attached, inlet)
-    };
-    let result = match rendezvous {
-        Some(rendezvous) => tokio::select! {
-            r = direct::run(rd, &attached.out, inlet, rendezvous) => r,
-            _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
-        },
-        None => {
-            let liveness = Liveness::default();
-            let (encoder, decoder) = cipher.map(|c| c.split()).unzip();
-            let link = reader::Link { inlet, out: &attached.out, liveness: &liveness };
-            tokio::select! {
-                r = reader::read_loop(rd, read_buf, &opts, link, decoder) => r,
-                w = writer::write_loop(wr, &attached.out, minor, &opts, &liveness, encoder) => w,
+        let done = tokio::select! {
+            r = handshake => r?,
+            _ = kill.cancelled() => return Err(ConnectionError::SocketClosed),
+            _ = abandoned_on_close(&**core, slot) => return Err(ConnectionError::SocketClosed),
+        };
+        let handshake::Handshaken { info: peer_info, minor, read_buf, cipher } = done;
+        // In a block of its own, so the peer's metadata is freed now rather than kept for the connection's
+        // lifetime in its task.
+        let (attached, inlet) = {
+            let peer_info = peer_info;
+            tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?peer_info.socket_type, minor, "handshake complete");
+            // The ZMTP handshake has succeeded, whatever the socket then makes of the peer: as in libzmq,
+            // a peer the socket's own policy turns away (a second PAIR peer, a duplicate ROUTER id
+            // without ROUTER_HANDOVER) shows as HandshakeSucceeded, then Disconnected with the reason.
+            // Emitted after the attach, so a peer is routable by the time its handshake is reported.
+            let attached = core.attach(slot, &peer_info, minor, kill.clone());
+            told.handshaken = true;
+            told.routing_id = attached.as_ref().ok().and_then(|a| a.routing_id.clone());
+            core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
+                endpoint: info.endpoint.to_owned(),
+                peer: info.peer_addr.to_owned(),
+                peer_type: peer_info.socket_type,
+                routing_id: told.routing_id.clone(),
+            });
+            let attached = attached?;
+            core.set_peer_properties(attached.peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));
+            let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer };
+            (attached, inlet)
+        };
+        let result = match rendezvous {
+            Some(rendezvous) => tokio::select! {
+                r = direct::run(rd, &attached.out, inlet, rendezvous) => r,
                 _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+            },
+            None => {
+                let liveness = Liveness::default();
+                let (encoder, decoder) = cipher.map(|c| c.split()).unzip();
+                let link = reader::Link { inlet, out: &attached.out, liveness: &liveness };
+                tokio::select! {
+                    r = reader::read_loop(rd, read_buf, &opts, link, decoder) => r,
+                    w = writer::write_loop(wr, &attached.out, minor, &opts, &liveness, encoder) => w,
+                    _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+                }
             }
-        }
-    };
-    let keep = !matches!(&result, Err(e) if e.is_protocol());
-    core.detach(attached.peer, keep);
-    result
+        };
+        let keep = !matches!(&result, Err(e) if e.is_protocol());
+        core.detach(attached.peer, keep);
+        result
+    }
 }

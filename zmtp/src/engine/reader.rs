@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::Liveness;
@@ -37,124 +37,188 @@ pub(super) struct Link<'a, H> {
     pub liveness: &'a Liveness,
 }
 
-pub(super) async fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
+/// Not an `async fn`: one copies its arguments into its state beside the originals, and this state
+/// sits in every connection's task (an `async move` block uses what it captured in place).
+pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
     mut rd: R,
     mut buf: BytesMut,
     opts: &Options,
     link: Link<'_, H>,
-    mut decoder: Option<CurveDecoder>,
-) -> Result<(), ConnectionError> {
-    let Link { inlet, out, liveness } = link;
-    let mut codec = FrameCodec::new(opts.maxmsgsize);
-    let mut batch: VecDeque<Message> = VecDeque::new();
-    let mut partial = Message::new();
-    let mut ttl: Option<Duration> = None;
-    let mut ttl_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
-    let mut read_size = MIN_READ;
-    let mut large_frames = false;
-    loop {
-        // Whatever decoded cleanly before a protocol error is still delivered (libzmq flushes too).
-        let mut saw_frames = false;
-        let decoded: Result<(), ConnectionError> = async {
-            while let Some(mut frame) = codec.decode(&mut buf)? {
-                saw_frames = true;
-                large_frames = frame.body.len() >= LARGE_FRAME;
-                if let Some(decoder) = decoder.as_mut() {
-                    frame = decoder.decode_frame(&frame.body).map_err(ConnectionError::Curve)?;
-                }
-                if frame.is_command() {
-                    match Command::parse(frame.body)? {
-                        Command::Ping { ttl_deciseconds, context } => {
-                            ttl = (ttl_deciseconds > 0).then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
-                            out.push_command(Outbound::Pong(context));
+    decoder: Option<CurveDecoder>,
+) -> impl std::future::Future<Output = Result<(), ConnectionError>> {
+    async move {
+        let Link { inlet, out, liveness } = link;
+        let mut decoding = Decoding {
+            codec: FrameCodec::new(opts.maxmsgsize),
+            decoder,
+            partial: Message::new(),
+            ttl: None,
+            large_frames: false,
+            max_frames: opts.max_frames,
+        };
+        let mut batch: VecDeque<Message> = VecDeque::new();
+        let mut ttl_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+        let mut read_size = MIN_READ;
+        loop {
+            // Whatever decoded cleanly before a protocol error is still delivered (libzmq flushes too).
+            let mut saw_frames = false;
+            let decoded: Result<(), ConnectionError> = loop {
+                match decoding.decode(&mut buf, &inlet, out, &mut batch, &mut saw_frames) {
+                    Ok(None) => break Ok(()),
+                    // Boxed, as every rare path that waits: inline, its state would sit in every task.
+                    Ok(Some(pause)) => {
+                        if let Err(e) = Box::pin(resume(&inlet, pause, &mut batch)).await {
+                            break Err(e);
                         }
-                        // Boxed, as every rare path that waits: inline, its state would sit in every task.
-                        Command::Subscribe(topic) => Box::pin(inlet.subscription(&topic, true, &mut batch)).await?,
-                        Command::Cancel(topic) => Box::pin(inlet.subscription(&topic, false, &mut batch)).await?,
-                        #[cfg(feature = "draft")]
-                        Command::Join(group) => Box::pin(inlet.group(&group, true, &mut batch)).await?,
-                        #[cfg(feature = "draft")]
-                        Command::Leave(group) => Box::pin(inlet.group(&group, false, &mut batch)).await?,
-                        // Anything else after the handshake is ignored (libzmq).
-                        _ => {}
                     }
-                    continue;
+                    Err(e) => break Err(e),
                 }
-                let more = frame.more();
-                partial.push(frame.body);
-                if let Some(limit) = opts.max_frames
-                    && partial.len() > limit
-                {
-                    return Err(LimitError::Frames { limit }.into());
+            };
+            // Once per read, not per frame: the heartbeat only asks whether anything came since a PING.
+            if saw_frames {
+                liveness.saw_frame();
+            }
+            let delivered = !batch.is_empty();
+            inlet.flush(&mut batch).await;
+            decoded?;
+            if delivered {
+                // Let the application take what was just delivered before reading on. Otherwise, on a
+                // current-thread runtime, the reader runs through its whole budget first (128 reads: 32 MiB
+                // of 64 KiB messages held at once), and the allocator hands back and refaults that much
+                // memory every round (6 to 12 page faults per 64 KiB message).
+                // Yielding only after busy reads saved a request-reply loop in a spawned task one
+                // zero-timeout `epoll_wait` per round trip, but CHP's set -> watcher latency rose
+                // from p50 60-77 µs to 77-95 µs (4 A/B runs each): under load the yield finds the
+                // next bytes sooner than waiting for the driver to report them.
+                tokio::task::yield_now().await;
+            }
+            if buf.is_empty() && buf.capacity() > 0 && read_size == MIN_READ {
+                // Drained after a burst and no longer busy: give the memory back so that idle connections
+                // stay cheap (the frames already handed out keep their own slices alive).
+                buf = BytesMut::new();
+                batch = VecDeque::new();
+            }
+            // An idle connection (its buffer given back above) waits for bytes before it takes a
+            // buffer again: 2 KiB less per idle connection, on each end.
+            let idle = buf.capacity() == 0;
+            let read = async {
+                if idle {
+                    rd.read_ready().await?;
                 }
-                if !more && let Some(subscription) = inlet.message(std::mem::take(&mut partial), &mut batch) {
-                    Box::pin(inlet.subscription_message(subscription, &mut batch)).await?;
+                if buf.capacity() - buf.len() < read_size / 4 {
+                    buf.reserve(read_size);
                 }
-            }
-            Ok(())
-        }
-        .await;
-        // Once per read, not per frame: the heartbeat only asks whether anything came since a PING.
-        if saw_frames {
-            liveness.saw_frame();
-        }
-        let delivered = !batch.is_empty();
-        inlet.flush(&mut batch).await;
-        decoded?;
-        if delivered {
-            // Let the application take what was just delivered before reading on. Otherwise, on a
-            // current-thread runtime, the reader runs through its whole budget first (128 reads: 32 MiB
-            // of 64 KiB messages held at once), and the allocator hands back and refaults that much
-            // memory every round (6 to 12 page faults per 64 KiB message).
-            // Yielding only after busy reads saved a request-reply loop in a spawned task one
-            // zero-timeout `epoll_wait` per round trip, but CHP's set -> watcher latency rose
-            // from p50 60-77 µs to 77-95 µs (4 A/B runs each): under load the yield finds the
-            // next bytes sooner than waiting for the driver to report them.
-            tokio::task::yield_now().await;
-        }
-        if buf.is_empty() && buf.capacity() > 0 && read_size == MIN_READ {
-            // Drained after a burst and no longer busy: give the memory back so that idle connections
-            // stay cheap (the frames already handed out keep their own slices alive).
-            buf = BytesMut::new();
-            batch = VecDeque::new();
-        }
-        // An idle connection (its buffer given back above) waits for bytes before it takes a
-        // buffer again: 2 KiB less per idle connection, on each end.
-        let idle = buf.capacity() == 0;
-        let read = async {
-            if idle {
-                rd.read_ready().await?;
-            }
-            if buf.capacity() - buf.len() < read_size / 4 {
-                buf.reserve(read_size);
-            }
-            rd.read_buf(&mut buf).await
-        };
-        let n = match ttl {
-            Some(limit) => {
-                // One timer per connection, on the heap: inline it would sit in every idle task.
-                let deadline = tokio::time::Instant::now() + limit;
-                let timer = ttl_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-                timer.as_mut().reset(deadline);
-                tokio::select! {
-                    n = read => n?,
-                    _ = timer.as_mut() => return Err(ConnectionError::HeartbeatTimeout),
+                rd.read_buf(&mut buf).await
+            };
+            let n = match decoding.ttl {
+                Some(limit) => {
+                    // One timer per connection, on the heap: inline it would sit in every idle task.
+                    let deadline = tokio::time::Instant::now() + limit;
+                    let timer = ttl_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                    timer.as_mut().reset(deadline);
+                    tokio::select! {
+                        n = read => n?,
+                        _ = timer.as_mut() => return Err(ConnectionError::HeartbeatTimeout),
+                    }
                 }
+                None => read.await?,
+            };
+            if n == 0 {
+                return Err(ConnectionError::PeerClosed);
             }
-            None => read.await?,
-        };
-        if n == 0 {
-            return Err(ConnectionError::PeerClosed);
-        }
-        // A read that filled what we offered suggests a busy peer: offer more next time; a short one
-        // lets the offer shrink back.
-        let max_read = if large_frames { MAX_READ } else { MAX_READ_SMALL_FRAMES };
-        if n >= read_size && read_size < max_read {
-            read_size *= 2;
-        } else if read_size > max_read {
-            read_size = max_read;
-        } else if n < read_size / 4 && read_size > MIN_READ {
-            read_size /= 2;
+            // A read that filled what we offered suggests a busy peer: offer more next time; a short one
+            // lets the offer shrink back.
+            let max_read = if decoding.large_frames { MAX_READ } else { MAX_READ_SMALL_FRAMES };
+            if n >= read_size && read_size < max_read {
+                read_size *= 2;
+            } else if read_size > max_read {
+                read_size = max_read;
+            } else if n < read_size / 4 && read_size > MIN_READ {
+                read_size /= 2;
+            }
         }
     }
+}
+
+/// A step the decoder leaves to the reader because it may wait: a subscription or group change,
+/// applied in order with the messages decoded before it.
+enum Pause {
+    Subscription(Bytes, bool),
+    #[cfg(feature = "draft")]
+    Group(Bytes, bool),
+    SubscriptionMessage(Message),
+}
+
+/// What the reader keeps between reads to turn bytes into messages. Decoding is synchronous: only
+/// a [`Pause`] waits, so the frame in hand and the parsed command never sit in the connection's
+/// task while it waits for bytes (they made its future 400 bytes larger).
+struct Decoding {
+    codec: FrameCodec,
+    decoder: Option<CurveDecoder>,
+    partial: Message,
+    /// The peer's heartbeat TTL, from its last PING.
+    ttl: Option<Duration>,
+    /// Whether the last frame was large (the next read may be larger).
+    large_frames: bool,
+    max_frames: Option<usize>,
+}
+
+impl Decoding {
+    /// Decodes the frames in `buf` into messages in `batch` (answering PINGs on `out`) until the
+    /// buffer holds no whole frame (`None`) or a step that may wait comes up.
+    fn decode<H: Host>(
+        &mut self,
+        buf: &mut BytesMut,
+        inlet: &Inlet<H>,
+        out: &OutPipe,
+        batch: &mut VecDeque<Message>,
+        saw_frames: &mut bool,
+    ) -> Result<Option<Pause>, ConnectionError> {
+        while let Some(mut frame) = self.codec.decode(buf)? {
+            *saw_frames = true;
+            self.large_frames = frame.body.len() >= LARGE_FRAME;
+            if let Some(decoder) = self.decoder.as_mut() {
+                frame = decoder.decode_frame(&frame.body).map_err(ConnectionError::Curve)?;
+            }
+            if frame.is_command() {
+                match Command::parse(frame.body)? {
+                    Command::Ping { ttl_deciseconds, context } => {
+                        self.ttl = (ttl_deciseconds > 0).then(|| Duration::from_millis(ttl_deciseconds as u64 * 100));
+                        out.push_command(Outbound::Pong(context));
+                    }
+                    Command::Subscribe(topic) => return Ok(Some(Pause::Subscription(topic, true))),
+                    Command::Cancel(topic) => return Ok(Some(Pause::Subscription(topic, false))),
+                    #[cfg(feature = "draft")]
+                    Command::Join(group) => return Ok(Some(Pause::Group(group, true))),
+                    #[cfg(feature = "draft")]
+                    Command::Leave(group) => return Ok(Some(Pause::Group(group, false))),
+                    // Anything else after the handshake is ignored (libzmq).
+                    _ => {}
+                }
+                continue;
+            }
+            let more = frame.more();
+            self.partial.push(frame.body);
+            if let Some(limit) = self.max_frames
+                && self.partial.len() > limit
+            {
+                return Err(LimitError::Frames { limit }.into());
+            }
+            if !more && let Some(subscription) = inlet.message(std::mem::take(&mut self.partial), batch) {
+                return Ok(Some(Pause::SubscriptionMessage(subscription)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Takes the step [`Decoding::decode`] paused at.
+async fn resume<H: Host>(inlet: &Inlet<H>, pause: Pause, batch: &mut VecDeque<Message>) -> Result<(), ConnectionError> {
+    match pause {
+        Pause::Subscription(topic, subscribe) => inlet.subscription(&topic, subscribe, batch).await?,
+        #[cfg(feature = "draft")]
+        Pause::Group(group, join) => inlet.group(&group, join, batch).await?,
+        Pause::SubscriptionMessage(msg) => inlet.subscription_message(msg, batch).await?,
+    }
+    Ok(())
 }

@@ -32,109 +32,111 @@ const KEEP_BUFFER: usize = 64 * 1024;
 /// queue or buffer between batches.
 const TRICKLE_QUEUED: usize = 8;
 
-pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
+pub(super) fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
     out: &OutPipe,
     minor: u8,
     opts: &Options,
     liveness: &Liveness,
     mut encoder: Option<CurveEncoder>,
-) -> Result<(), ConnectionError> {
-    let mut items = VecDeque::new();
-    // Allocated by the first batch (sized to it), so an idle connection holds no write buffer.
-    let mut buf = BytesMut::new();
-    let mut chunks: Vec<Bytes> = Vec::new();
-    let heartbeat = (!opts.heartbeat_ivl.is_zero()).then_some(opts.heartbeat_ivl);
-    let timeout = opts.heartbeat_timeout.unwrap_or(opts.heartbeat_ivl);
-    let ttl_deciseconds = (opts.heartbeat_ttl.as_millis() / 100).min(u16::MAX as u128) as u16;
-    let mut next_ping = heartbeat.map_or_else(Instant::now, |ivl| Instant::now() + ivl);
-    // After a PING: (deadline, frames seen when it was sent).
-    let mut awaiting: Option<(Instant, u64)> = None;
-    // One timer for the next PING and the deadline of the last one, on the heap and only with a
-    // heartbeat: inline, two timers were a quarter of every idle connection's task.
-    let mut timer: Option<Pin<Box<Sleep>>> = heartbeat.map(|_| Box::pin(tokio::time::sleep_until(next_ping)));
-    loop {
-        let fired = tokio::select! {
-            _ = out.wait_for_work() => false,
-            _ = async {
-                match timer.as_mut() {
-                    Some(t) => t.as_mut().await,
-                    None => std::future::pending().await,
-                }
-            } => true,
-        };
-        if let (true, Some(ivl), Some(t)) = (fired, heartbeat, timer.as_mut()) {
-            let now = Instant::now();
-            if let Some((at, seen)) = awaiting
-                && now >= at
-            {
-                if liveness.frames() == seen {
-                    return Err(ConnectionError::HeartbeatTimeout);
-                }
-                awaiting = None;
-            }
-            if now >= next_ping {
-                let ping = Command::Ping { ttl_deciseconds, context: Bytes::new() };
-                encode_command(&ping, encoder.as_mut(), &mut buf)?;
-                next_ping = now + ivl;
-                if awaiting.is_none() {
-                    awaiting = Some((now + timeout, liveness.frames()));
-                }
-            }
-            t.as_mut().reset(awaiting.map_or(next_ping, |(at, _)| at.min(next_ping)));
-        }
-        if let Some((_, seen)) = awaiting
-            && liveness.frames() != seen
-        {
-            awaiting = None; // any inbound frame since the PING counts as an answer
-        }
-        let more = out.drain(&mut items);
-        // Written in rounds of about WRITE_ROUND bytes (a ping alone makes one round too). Each round's
-        // buffer is reserved once (growing it frame by frame re-copied it several times per batch) and
-        // reclaimed by the next round once written: a deep queue reuses one buffer instead of filling
-        // fresh pages (a publisher with 100,000 queued messages per subscriber spent ~15% in page faults).
+) -> impl std::future::Future<Output = Result<(), ConnectionError>> {
+    async move {
+        let mut items = VecDeque::new();
+        // Allocated by the first batch (sized to it), so an idle connection holds no write buffer.
+        let mut buf = BytesMut::new();
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let heartbeat = (!opts.heartbeat_ivl.is_zero()).then_some(opts.heartbeat_ivl);
+        let timeout = opts.heartbeat_timeout.unwrap_or(opts.heartbeat_ivl);
+        let ttl_deciseconds = (opts.heartbeat_ttl.as_millis() / 100).min(u16::MAX as u128) as u16;
+        let mut next_ping = heartbeat.map_or_else(Instant::now, |ivl| Instant::now() + ivl);
+        // After a PING: (deadline, frames seen when it was sent).
+        let mut awaiting: Option<(Instant, u64)> = None;
+        // One timer for the next PING and the deadline of the last one, on the heap and only with a
+        // heartbeat: inline, two timers were a quarter of every idle connection's task.
+        let mut timer: Option<Pin<Box<Sleep>>> = heartbeat.map(|_| Box::pin(tokio::time::sleep_until(next_ping)));
         loop {
-            // One pass for the round's size, count and what it frees of the byte HWM.
-            let (mut count, mut bytes, mut payload) = (0, 0, 0);
-            for item in items.iter() {
-                if bytes >= WRITE_ROUND {
+            let fired = tokio::select! {
+                _ = out.wait_for_work() => false,
+                _ = async {
+                    match timer.as_mut() {
+                        Some(t) => t.as_mut().await,
+                        None => std::future::pending().await,
+                    }
+                } => true,
+            };
+            if let (true, Some(ivl), Some(t)) = (fired, heartbeat, timer.as_mut()) {
+                let now = Instant::now();
+                if let Some((at, seen)) = awaiting
+                    && now >= at
+                {
+                    if liveness.frames() == seen {
+                        return Err(ConnectionError::HeartbeatTimeout);
+                    }
+                    awaiting = None;
+                }
+                if now >= next_ping {
+                    let ping = Command::Ping { ttl_deciseconds, context: Bytes::new() };
+                    encode_command(&ping, encoder.as_mut(), &mut buf)?;
+                    next_ping = now + ivl;
+                    if awaiting.is_none() {
+                        awaiting = Some((now + timeout, liveness.frames()));
+                    }
+                }
+                t.as_mut().reset(awaiting.map_or(next_ping, |(at, _)| at.min(next_ping)));
+            }
+            if let Some((_, seen)) = awaiting
+                && liveness.frames() != seen
+            {
+                awaiting = None; // any inbound frame since the PING counts as an answer
+            }
+            let more = out.drain(&mut items);
+            // Written in rounds of about WRITE_ROUND bytes (a ping alone makes one round too). Each round's
+            // buffer is reserved once (growing it frame by frame re-copied it several times per batch) and
+            // reclaimed by the next round once written: a deep queue reuses one buffer instead of filling
+            // fresh pages (a publisher with 100,000 queued messages per subscriber spent ~15% in page faults).
+            loop {
+                // One pass for the round's size, count and what it frees of the byte HWM.
+                let (mut count, mut bytes, mut payload) = (0, 0, 0);
+                for item in items.iter() {
+                    if bytes >= WRITE_ROUND {
+                        break;
+                    }
+                    bytes += encoded_len(item, encoder.is_some());
+                    payload += crate::link::pipe::message_bytes([item]);
+                    count += 1;
+                }
+                buf.reserve(bytes);
+                for item in items.drain(..count) {
+                    encode_item(item, minor, encoder.as_mut(), &mut buf, &mut chunks)?;
+                }
+                if !buf.is_empty() {
+                    chunks.push(buf.split().freeze());
+                }
+                write_chunks(&mut wr, &mut chunks).await?;
+                out.written(payload);
+                if items.is_empty() {
                     break;
                 }
-                bytes += encoded_len(item, encoder.is_some());
-                payload += crate::link::pipe::message_bytes([item]);
-                count += 1;
             }
-            buf.reserve(bytes);
-            for item in items.drain(..count) {
-                encode_item(item, minor, encoder.as_mut(), &mut buf, &mut chunks)?;
+            // A burst leaves this queue (swapped with the pipe's on every drain) at the burst's length
+            // and the buffer at a round's size: give them back once it is all written, so a connection
+            // that goes quiet after one (a CHP snapshot of a thousand keys) returns to an idle
+            // connection's few KiB instead of keeping ~200 KiB. Steady traffic in batches below these
+            // sizes keeps its allocations.
+            // A connection that only sends a message now and then (request-reply, an idle one after
+            // its greeting) gives back its small queue and buffer too, so that it holds none while it
+            // waits; that costs an allocation per message there, and nothing where batches are larger.
+            let trickle = items.capacity() <= TRICKLE_QUEUED;
+            if items.capacity() > KEEP_QUEUED || trickle {
+                items = VecDeque::new();
             }
-            if !buf.is_empty() {
-                chunks.push(buf.split().freeze());
+            if buf.capacity() > KEEP_BUFFER || trickle {
+                buf = BytesMut::new();
             }
-            write_chunks(&mut wr, &mut chunks).await?;
-            out.written(payload);
-            if items.is_empty() {
-                break;
+            if !more {
+                wr.flush().await?;
+                return Ok(());
             }
-        }
-        // A burst leaves this queue (swapped with the pipe's on every drain) at the burst's length
-        // and the buffer at a round's size: give them back once it is all written, so a connection
-        // that goes quiet after one (a CHP snapshot of a thousand keys) returns to an idle
-        // connection's few KiB instead of keeping ~200 KiB. Steady traffic in batches below these
-        // sizes keeps its allocations.
-        // A connection that only sends a message now and then (request-reply, an idle one after
-        // its greeting) gives back its small queue and buffer too, so that it holds none while it
-        // waits; that costs an allocation per message there, and nothing where batches are larger.
-        let trickle = items.capacity() <= TRICKLE_QUEUED;
-        if items.capacity() > KEEP_QUEUED || trickle {
-            items = VecDeque::new();
-        }
-        if buf.capacity() > KEEP_BUFFER || trickle {
-            buf = BytesMut::new();
-        }
-        if !more {
-            wr.flush().await?;
-            return Ok(());
         }
     }
 }

@@ -10,27 +10,29 @@ use crate::link::peer_id::PeerId;
 use crate::transport::{self, AnyStream, Connection};
 
 /// Runs one connection (accepted, or made by a connect) to its end.
-pub(super) async fn run_connection<H: Host>(
+pub(super) fn run_connection<H: Host>(
     host: &Arc<H>,
     slot: Option<PeerId>,
     conn: Connection,
     kill: CancellationToken,
     endpoint: &str,
     peer: &str,
-) -> Ended {
-    let _live = host.live().started();
-    let info = ConnectionInfo { endpoint, peer_addr: peer };
-    match conn {
-        Connection::Tcp(s) => {
-            let opts = host.options_snapshot();
-            if let Err(e) = transport::set_keepalive(&s, &opts) {
-                tracing::warn!(endpoint, error = %e, "cannot set TCP keepalive options");
+) -> impl std::future::Future<Output = Ended> {
+    async move {
+        let _live = host.live().started();
+        let info = ConnectionInfo { endpoint, peer_addr: peer };
+        match conn {
+            Connection::Tcp(s) => {
+                let opts = host.options_snapshot();
+                if let Err(e) = transport::set_keepalive(&s, &opts) {
+                    tracing::warn!(endpoint, error = %e, "cannot set TCP keepalive options");
+                }
+                engine::run(host, slot, AnyStream::Tcp(s), kill, info).await
             }
-            engine::run(host, slot, AnyStream::Tcp(s), kill, info).await
+            #[cfg(unix)]
+            Connection::Ipc(s) => engine::run(host, slot, AnyStream::Ipc(s), kill, info).await,
+            Connection::Inproc(c) => engine::run_inproc(host, slot, c, kill, info).await,
         }
-        #[cfg(unix)]
-        Connection::Ipc(s) => engine::run(host, slot, AnyStream::Ipc(s), kill, info).await,
-        Connection::Inproc(c) => engine::run_inproc(host, slot, c, kill, info).await,
     }
 }
 
