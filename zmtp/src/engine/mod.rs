@@ -82,6 +82,7 @@ pub(crate) async fn run_inproc<H: Host>(
     run_with(core, slot, AnyStream::Inproc(conn.stream), conn.rendezvous, kill, info).await
 }
 
+#[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
 fn run_with<H: Host, C: Conn>(
     core: &Arc<H>,
     slot: Option<PeerId>,
@@ -129,6 +130,7 @@ async fn abandoned_on_close<H: Host>(core: &H, slot: Option<PeerId>) {
     }
 }
 
+#[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
 fn drive<H: Host, C: Conn>(
     core: &Arc<H>,
     slot: Option<PeerId>,

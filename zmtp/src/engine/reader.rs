@@ -39,6 +39,7 @@ pub(super) struct Link<'a, H> {
 
 /// Not an `async fn`: one copies its arguments into its state beside the originals, and this state
 /// sits in every connection's task (an `async move` block uses what it captured in place).
+#[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
 pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
     mut rd: R,
     mut buf: BytesMut,

@@ -32,6 +32,7 @@ const KEEP_BUFFER: usize = 64 * 1024;
 /// queue or buffer between batches.
 const TRICKLE_QUEUED: usize = 8;
 
+#[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
 pub(super) fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
     out: &OutPipe,

@@ -10,6 +10,7 @@ use crate::link::peer_id::PeerId;
 use crate::transport::{self, AnyStream, Connection};
 
 /// Runs one connection (accepted, or made by a connect) to its end.
+#[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
 pub(super) fn run_connection<H: Host>(
     host: &Arc<H>,
     slot: Option<PeerId>,
