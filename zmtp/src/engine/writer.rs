@@ -134,6 +134,9 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
             if buf.capacity() > KEEP_BUFFER || trickle {
                 buf = BytesMut::new();
             }
+            if trickle {
+                chunks = Vec::new();
+            }
             if !more {
                 wr.flush().await?;
                 return Ok(());
