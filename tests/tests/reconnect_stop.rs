@@ -10,13 +10,12 @@
 //! first pass more easily, never fail either.
 
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
-use tokio::time::{Instant, timeout};
+use tokio::sync::watch;
+use tokio::time::timeout;
 use zmtp::{Error, MonitorEvent, Socket, SocketType};
 use zmtp_testkit::{bounded, free_port, python_with_draft_pyzmq, unique};
 
@@ -24,32 +23,29 @@ const STEP: Duration = Duration::from_secs(20);
 const WATCH: Duration = Duration::from_millis(500);
 
 /// A TCP listener that accepts and at once closes every connection: a ZMTP handshake cut short.
-async fn slammer() -> (String, Arc<AtomicUsize>) {
+/// The receiver counts the connections accepted so far.
+async fn slammer() -> (String, watch::Receiver<usize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let endpoint = format!("tcp://{}", listener.local_addr().expect("address"));
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
+    let (count, accepted) = watch::channel(0);
     tokio::spawn(async move {
         while let Ok((conn, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
+            count.send_modify(|n| *n += 1);
             drop(conn);
         }
     });
     (endpoint, accepted)
 }
 
-/// Waits until `accepted` reaches `want` (a connect that keeps trying), or watches it for
-/// [`WATCH`] once it reached 1 (one that must stop); returns the count seen.
-async fn accepts_after(accepted: &AtomicUsize, keeps_trying: bool) -> usize {
-    let start = Instant::now();
-    while accepted.load(Ordering::SeqCst) < if keeps_trying { 3 } else { 1 } {
-        assert!(start.elapsed() < STEP, "no connection attempt arrived");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+/// Waits for the third accepted connection (a connect that keeps trying), or for the first and
+/// then watches for [`WATCH`] (one that must stop); returns the count seen.
+async fn accepts_after(accepted: &mut watch::Receiver<usize>, keeps_trying: bool) -> usize {
+    let want = if keeps_trying { 3 } else { 1 };
+    accepted.wait_for(|n| *n >= want).await.expect("the listener runs");
     if !keeps_trying {
         tokio::time::sleep(WATCH).await;
     }
-    accepted.load(Ordering::SeqCst)
+    *accepted.borrow()
 }
 
 /// A libzmq DEALER connecting with RECONNECT_IVL 10 ms and `stop`; it disconnects when told to and
@@ -73,7 +69,7 @@ except zmq.ZMQError as e:
 
 /// RECONNECT_STOP_HANDSHAKE_FAILED on libzmq: (attempts seen, what `disconnect` answered).
 async fn libzmq_handshake_cut(stop: u8) -> (bool, String) {
-    let (endpoint, accepted) = slammer().await;
+    let (endpoint, mut accepted) = slammer().await;
     let mut child = tokio::process::Command::from(python_with_draft_pyzmq())
         .args(["-c", LIBZMQ_DEALER, &endpoint, &stop.to_string()])
         .stdin(Stdio::piped())
@@ -83,7 +79,7 @@ async fn libzmq_handshake_cut(stop: u8) -> (bool, String) {
         .expect("python starts");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     assert_eq!(lines.next_line().await.expect("read").as_deref(), Some("connecting"));
-    let attempts = accepts_after(&accepted, stop == 0).await;
+    let attempts = accepts_after(&mut accepted, stop == 0).await;
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(b"disconnect\n").await.expect("tell python");
     let answer = lines.next_line().await.expect("read").expect("python answers");
@@ -91,13 +87,13 @@ async fn libzmq_handshake_cut(stop: u8) -> (bool, String) {
 }
 
 async fn zmtp_handshake_cut(stop: u8) -> (bool, String) {
-    let (endpoint, accepted) = slammer().await;
+    let (endpoint, mut accepted) = slammer().await;
     let dealer = Socket::new(SocketType::Dealer);
     dealer.set_linger(Some(Duration::ZERO));
     dealer.set_reconnect_ivl(Some(Duration::from_millis(10)));
     dealer.set_reconnect_stop(stop);
     dealer.connect(&endpoint).await.expect("connect");
-    let attempts = accepts_after(&accepted, stop == 0).await;
+    let attempts = accepts_after(&mut accepted, stop == 0).await;
     (attempts > 1, disconnect_answer(&dealer, &endpoint).await)
 }
 
