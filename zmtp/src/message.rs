@@ -152,6 +152,18 @@ impl Message {
         &self.frames
     }
 
+    /// The frames, to change in place: a relay that forwards what it received with one frame
+    /// rewritten (a sequence number, say) keeps the other frames and the frame list itself.
+    ///
+    /// ```
+    /// let mut msg = zmtp::Message::from(vec!["key", "0"]);
+    /// msg.frames_mut()[1] = bytes::Bytes::from_static(b"7");
+    /// assert_eq!(msg[1], "7");
+    /// ```
+    pub fn frames_mut(&mut self) -> &mut [Bytes] {
+        &mut self.frames
+    }
+
     /// The first frame, if any.
     pub fn first(&self) -> Option<&Bytes> {
         self.frames.first()

@@ -47,7 +47,12 @@ async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), Connection
         let handed_over = crate::link::pipe::message_bytes(&items);
         for item in items.drain(..) {
             match item {
-                Outbound::Message(msg) => {
+                Outbound::Message(_) | Outbound::Shared(_) => {
+                    let msg = match item {
+                        Outbound::Shared(shared) => std::sync::Arc::unwrap_or_clone(shared),
+                        Outbound::Message(msg) => msg,
+                        _ => unreachable!("matched a message"),
+                    };
                     if let Some(subscription) = to.message(msg, &mut batch) {
                         to.subscription_message(subscription, &mut batch).await?;
                     }

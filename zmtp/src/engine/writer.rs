@@ -155,12 +155,9 @@ fn encode_item(
 ) -> Result<(), ConnectionError> {
     match (item, encoder) {
         (Outbound::Message(msg), None) => encode_message(&msg, buf, chunks),
-        (Outbound::Message(msg), Some(enc)) => {
-            let last = msg.len() - 1;
-            for (i, frame) in msg.iter().enumerate() {
-                enc.encode_frame(i < last, false, frame, buf).map_err(ConnectionError::Curve)?;
-            }
-        }
+        (Outbound::Shared(msg), None) => encode_message(&msg, buf, chunks),
+        (Outbound::Message(msg), Some(enc)) => encode_curve_message(&msg, enc, buf)?,
+        (Outbound::Shared(msg), Some(enc)) => encode_curve_message(&msg, enc, buf)?,
         (Outbound::Subscribe(topic, on), enc) if minor >= 1 => {
             let cmd = if on { Command::Subscribe(topic) } else { Command::Cancel(topic) };
             encode_command(&cmd, enc, buf)?;
@@ -187,22 +184,30 @@ fn encode_item(
     Ok(())
 }
 
+/// A message's frames as CURVE MESSAGE boxes.
+fn encode_curve_message(msg: &Message, enc: &mut CurveEncoder, buf: &mut BytesMut) -> Result<(), ConnectionError> {
+    let last = msg.len() - 1;
+    for (i, frame) in msg.iter().enumerate() {
+        enc.encode_frame(i < last, false, frame, buf).map_err(ConnectionError::Curve)?;
+    }
+    Ok(())
+}
+
 /// What an item adds to the write buffer (an upper bound; large frames are referenced, not copied).
 fn encoded_len(item: &Outbound, curve: bool) -> usize {
     const CURVE_OVERHEAD: usize = 9 + 8 + 8 + 16 + 1;
+    let frame_len = |f: &Bytes| {
+        if curve {
+            CURVE_OVERHEAD + f.len()
+        } else if f.len() <= INLINE_MAX {
+            9 + f.len()
+        } else {
+            9
+        }
+    };
     match item {
-        Outbound::Message(msg) => msg
-            .iter()
-            .map(|f| {
-                if curve {
-                    CURVE_OVERHEAD + f.len()
-                } else if f.len() <= INLINE_MAX {
-                    9 + f.len()
-                } else {
-                    9
-                }
-            })
-            .sum(),
+        Outbound::Message(msg) => msg.iter().map(frame_len).sum(),
+        Outbound::Shared(msg) => msg.iter().map(frame_len).sum(),
         Outbound::Subscribe(topic, _) | Outbound::Join(topic, _) => CURVE_OVERHEAD + 16 + topic.len(),
         Outbound::Pong(context) => CURVE_OVERHEAD + 16 + context.len(),
     }

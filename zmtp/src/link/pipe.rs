@@ -19,6 +19,9 @@ use crate::message::Message;
 #[derive(Debug)]
 pub(crate) enum Outbound {
     Message(Message),
+    /// A message queued for several peers at once (PUB/XPUB fan-out): one allocation and one
+    /// reference count per peer instead of a copy of the frame list and a count per frame each.
+    Shared(Arc<Message>),
     /// A subscription change; the writer picks the encoding from the peer's ZMTP minor version.
     Subscribe(Bytes, bool),
     /// A DISH's JOIN (`true`) or LEAVE of a group.
@@ -26,6 +29,21 @@ pub(crate) enum Outbound {
     Join(Bytes, bool),
     /// A PONG echoing this context.
     Pong(Bytes),
+}
+
+impl Outbound {
+    /// The message, if this is one (owned or shared).
+    pub fn message(&self) -> Option<&Message> {
+        match self {
+            Outbound::Message(msg) => Some(msg),
+            Outbound::Shared(msg) => Some(msg),
+            _ => None,
+        }
+    }
+
+    fn is_message(&self) -> bool {
+        self.message().is_some()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -86,18 +104,32 @@ impl OutPipe {
 
     /// Queues a message unless the pipe is at its HWM.
     pub fn try_push(&self, msg: Message) -> Result<(), Message> {
+        let cost = cost(&msg);
+        self.try_push_item(Outbound::Message(msg), cost).map_err(|item| match item {
+            Outbound::Message(msg) => msg,
+            _ => unreachable!("the item pushed"),
+        })
+    }
+
+    /// Queues a message shared with other pipes unless this one is at its HWM (it counts in
+    /// full against each pipe's HWMs, as a copy would); whether it was queued.
+    pub fn try_push_shared(&self, msg: &Arc<Message>) -> bool {
+        self.try_push_item(Outbound::Shared(msg.clone()), cost(msg)).is_ok()
+    }
+
+    fn try_push_item(&self, item: Outbound, cost: usize) -> Result<(), Outbound> {
         let mut s = self.lock();
         if self.conflate && s.messages > 0 {
-            s.queue.retain(|item| !matches!(item, Outbound::Message(_)));
+            s.queue.retain(|item| !item.is_message());
             s.messages = 0;
             s.bytes = 0;
         }
         if self.full(&s) {
-            return Err(msg);
+            return Err(item);
         }
         s.messages += 1;
-        s.bytes += cost(&msg);
-        s.queue.push_back(Outbound::Message(msg));
+        s.bytes += cost;
+        s.queue.push_back(item);
         self.wake_writer(s);
         Ok(())
     }
@@ -226,7 +258,7 @@ impl OutPipe {
             s.messages = 0;
             s.bytes = 0;
         } else {
-            s.queue.retain(|item| matches!(item, Outbound::Message(_)));
+            s.queue.retain(Outbound::is_message);
         }
         s.pong_queued = false;
     }
@@ -253,13 +285,7 @@ pub(crate) fn cost(msg: &Message) -> usize {
 
 /// What queued items count against the byte HWM.
 pub(crate) fn message_bytes<'a>(items: impl IntoIterator<Item = &'a Outbound>) -> usize {
-    items
-        .into_iter()
-        .map(|item| match item {
-            Outbound::Message(msg) => cost(msg),
-            _ => 0,
-        })
-        .sum()
+    items.into_iter().map(|item| item.message().map_or(0, cost)).sum()
 }
 
 #[cfg(test)]

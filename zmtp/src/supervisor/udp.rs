@@ -20,7 +20,7 @@ use super::backoff::Backoff;
 use crate::engine::{Attached, Host};
 use crate::error::Result;
 use crate::link::peer_id::PeerId;
-use crate::link::pipe::{Outbound, message_bytes};
+use crate::link::pipe::message_bytes;
 use crate::message::Message;
 use crate::monitor::MonitorEvent;
 use crate::transport::{Endpoint, udp};
@@ -164,7 +164,7 @@ async fn send(socket: &UdpSocket, attached: &Attached, kill: &CancellationToken,
         let taken = message_bytes(&items);
         for item in items.drain(..) {
             // A RADIO queues its wire form here, group then body; nothing else comes.
-            let Outbound::Message(msg) = item else { continue };
+            let Some(msg) = item.message() else { continue };
             let (Some(group), body) = (msg.first(), msg.frames().get(1)) else { continue };
             buf.clear();
             match datagram::encode(group, body.map_or(&[][..], |b| &b[..]), &mut buf) {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use crate::error::LimitError;
 use crate::link::peer_id::{PeerId, PeerMap};
@@ -168,14 +169,28 @@ impl Distributor {
         }
         *send_stamp += 1;
         let stamp = *send_stamp;
+        let mut targets: SmallVec<[PeerId; 8]> = SmallVec::new();
         mtrie.for_each_match(topic, |id| {
             if let Some(s) = subscribers.get_mut(&id)
                 && s.sent_stamp != stamp
             {
                 s.sent_stamp = stamp;
-                let _ = s.out.try_push(msg.clone());
+                targets.push(id);
             }
         });
+        match targets[..] {
+            [] => {}
+            [only] => {
+                let _ = subscribers[&only].out.try_push(msg);
+            }
+            _ => {
+                // Several subscribers share one copy (see `Outbound::Shared`).
+                let shared = Arc::new(msg);
+                for id in targets {
+                    subscribers[&id].out.try_push_shared(&shared);
+                }
+            }
+        }
         TrySend::Sent
     }
 }
@@ -206,6 +221,7 @@ mod tests {
             .into_iter()
             .filter_map(|i| match i {
                 crate::link::pipe::Outbound::Message(m) => Some(frames(&m)),
+                crate::link::pipe::Outbound::Shared(m) => Some(frames(&m)),
                 _ => None,
             })
             .collect()
@@ -250,6 +266,24 @@ mod tests {
         assert_eq!(taken(&a), [["weather.paris 12C"], ["weather.oslo 3C"]]);
         assert_eq!(taken(&b), [["weather.paris 12C"]], "HWM 1: the second is dropped");
         assert!(taken(&c).is_empty());
+    }
+
+    #[test]
+    fn a_message_for_several_subscribers_is_queued_once_shared() {
+        let mut d = Distributor::default();
+        let (a, b) = (pipe(10), pipe(10));
+        d.join(1, a.clone());
+        d.join(2, b.clone());
+        d.subscribe(1, b"", Limits::default()).unwrap();
+        d.subscribe(2, b"x", Limits::default()).unwrap();
+        assert!(matches!(d.publish(msg(&["x1"]), false, false), TrySend::Sent));
+        assert!(matches!(d.publish(msg(&["y1"]), false, false), TrySend::Sent));
+        let mut items = VecDeque::new();
+        a.drain(&mut items);
+        use crate::link::pipe::Outbound;
+        assert!(matches!(&items[0], Outbound::Shared(m) if Arc::strong_count(m) == 2 && frames(m) == ["x1"]));
+        assert!(matches!(&items[1], Outbound::Message(m) if frames(m) == ["y1"]), "one subscriber: moved");
+        assert_eq!(taken(&b), [["x1"]]);
     }
 
     #[test]

@@ -558,6 +558,7 @@ pub(crate) mod testing {
             .into_iter()
             .filter_map(|item| match item {
                 Outbound::Message(m) => Some(frames(&m)),
+                Outbound::Shared(m) => Some(frames(&m)),
                 Outbound::Subscribe(topic, on) => {
                     Some(vec![if on { "SUBSCRIBE" } else { "CANCEL" }.to_owned(), text(&topic)])
                 }
