@@ -293,6 +293,32 @@ pub fn sequence_frame(sequence: u64) -> Bytes {
     Bytes::copy_from_slice(&sequence.to_be_bytes())
 }
 
+/// Sequence frames cut from one shared buffer: a publisher stamping many updates pays one
+/// allocation per [`SequenceFrames::PER_BUFFER`] frames instead of one per frame.
+///
+/// ```
+/// let mut frames = chp::kvmsg::SequenceFrames::default();
+/// assert_eq!(frames.frame(7), chp::kvmsg::sequence_frame(7));
+/// ```
+#[derive(Debug, Default)]
+pub struct SequenceFrames {
+    buf: bytes::BytesMut,
+}
+
+impl SequenceFrames {
+    /// Frames per shared buffer.
+    pub const PER_BUFFER: usize = 256;
+
+    /// The 8-byte big-endian frame of `sequence`.
+    pub fn frame(&mut self, sequence: u64) -> Bytes {
+        if self.buf.capacity() < 8 {
+            self.buf = bytes::BytesMut::with_capacity(8 * Self::PER_BUFFER);
+        }
+        self.buf.extend_from_slice(&sequence.to_be_bytes());
+        self.buf.split().freeze()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

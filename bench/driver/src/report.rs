@@ -294,7 +294,7 @@ pub fn markdown(
     let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
     let _ = writeln!(
         s,
-        "From the chp crate's own perf example (`chp/examples/perf.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values. The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
+        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values. The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
         if opts.quick { 50000 } else { 200000 }
     );
     let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");

@@ -3,10 +3,15 @@
 //! 1. memory per stored key (the server's state alone, RSS before/after);
 //! 2. updates/s through one server: N publishing clients, M whole-map subscribers, 100-byte values;
 //! 3. latency from `set` to a watcher receiving the change;
-//! 4. time to deliver a snapshot of 100k and 1M keys (raw transfer, and a client's full sync).
+//! 4. time to deliver a snapshot of 100k and 1M keys (raw transfer, and a client's full sync);
+//! 5. updates/s with publishers and subscribers in processes of their own (see `procs.rs`): a
+//!    replay of pre-encoded KVSETs (what the server alone sustains) and real `chp::Client`s, with
+//!    the server's CPU per update.
 //!
 //! `cargo run --release --example perf -- [--keys 1000000] [--updates 200000] [--publishers 4] [--subscribers 2]
-//! [--data-dir DIR]`
+//! [--data-dir DIR] [--process-updates 1000000]`
+
+mod procs;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +45,21 @@ struct Args {
     /// (`Durability::Always`): the throughput and latency of a durable server.
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
+    /// Updates for the multi-process measurement (5.); 0 skips it.
+    #[arg(long, default_value_t = 1_000_000)]
+    process_updates: usize,
+    /// Run as a child of the multi-process measurement (internal).
+    #[arg(long, hide = true)]
+    role: Option<procs::Role>,
+    /// The server a child talks to (internal).
+    #[arg(long, hide = true)]
+    server: Option<chp::ServerAddress>,
+    /// A child's number (internal).
+    #[arg(long, hide = true, default_value_t = 0)]
+    id: usize,
+    /// Updates a child publishes or expects (internal).
+    #[arg(long, hide = true, default_value_t = 0)]
+    count: usize,
 }
 
 fn rss_bytes() -> u64 {
@@ -62,6 +82,10 @@ fn options(address: &chp::ServerAddress, subtree: &str) -> ClientOptions {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    if let Some(role) = args.role {
+        procs::child(role, args.server.expect("--server"), args.id, args.count, args.value).await;
+        return Ok(());
+    }
     let value = Bytes::from(vec![b'v'; args.value]);
 
     // 1. Memory per stored key: the state machine alone.
@@ -154,6 +178,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         for s in subscribers {
             s.close().await;
+        }
+    }
+
+    // 5 (run here, on a server with an empty map). Separate processes.
+    if args.process_updates > 0 {
+        let per = args.process_updates / args.publishers;
+        for (replay, what) in [(true, "replay"), (false, "clients")] {
+            let m = procs::measure(replay, &addr, args.publishers, args.subscribers, per, args.value).await;
+            println!(
+                "multi-process {what}: {} updates of {} B from {} publisher processes, {} subscriber processes: \
+                 {:.0} updates/s confirmed, {:.0} updates/s delivered ({} of {}); server CPU {:.2} µs per update",
+                m.confirmed,
+                args.value,
+                args.publishers,
+                args.subscribers,
+                m.confirmed as f64 / m.confirmed_in.as_secs_f64(),
+                m.delivered as f64 / m.delivered_in.as_secs_f64(),
+                m.delivered,
+                per * args.publishers,
+                m.server_cpu.as_secs_f64() * 1e6 / m.confirmed.max(1) as f64,
+            );
         }
     }
 

@@ -42,6 +42,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::time::Instant;
 use zmtp::task::{Background, StopSignal};
 use zmtp::{Message, MonitorEvent, Socket, SocketType};
@@ -52,7 +53,7 @@ use self::view::Shared;
 pub use self::view::{ServerStats, ServerView};
 use crate::command::{KvSet, hugz_message};
 use crate::durable::{Durability, JournalError};
-use crate::kvmsg::KvMsg;
+use crate::kvmsg::{KvMsg, SequenceFrames};
 use crate::security::ServerCurve;
 
 /// Server settings.
@@ -314,6 +315,8 @@ async fn run(
     let mut monitor_open = true;
     let mut batch = Vec::with_capacity(BATCH);
     let mut publish: Vec<KvMsg> = Vec::with_capacity(BATCH);
+    let mut outgoing: Vec<Message> = Vec::with_capacity(BATCH);
+    let mut sequences = SequenceFrames::default();
     let far = Duration::from_secs(3600);
     let mut sync_timer = match (&persist, config.durability) {
         (Some(_), Durability::Interval(every)) => Some(tokio::time::interval(every)),
@@ -324,24 +327,18 @@ async fn run(
         let hugz_at = welcome.first().copied().map_or(next_hugz, |w| w.min(next_hugz));
         tokio::select! {
             _ = &mut stop => break,
-            msg = collector.recv() => {
-                let Ok(msg) = msg else { break };
-                batch.push(msg);
-                while batch.len() < BATCH {
-                    match collector.try_recv() {
-                        Ok(m) => batch.push(m),
-                        Err(_) => break,
-                    }
+            received = collector.recv_many(&mut batch, BATCH) => {
+                if received.is_err() {
+                    break;
                 }
-                collect(&shared, &mut batch, &mut publish);
+                collect(&shared, &mut batch, &mut publish, &mut outgoing, &mut sequences);
                 if let Err(e) = persisted(&mut persist, &shared, &publish).await {
                     tracing::error!(error = %e, "cannot write the journal: the server stops (nothing unwritten was published)");
                     break;
                 }
-                for update in publish.drain(..) {
-                    if publisher.send(update.to_message()).await.is_err() {
-                        break;
-                    }
+                publish.clear();
+                if publisher.send_many(&mut outgoing).await.is_err() {
+                    break;
                 }
             }
             _ = async { sync_timer.as_mut().expect("enabled").tick().await }, if sync_timer.is_some() => {
@@ -448,17 +445,42 @@ async fn persisted(persist: &mut Option<Persist>, shared: &Arc<Shared>, updates:
     persist.commit(shared).await
 }
 
-/// Applies a batch of collector messages under one lock; fills `publish` with the KVPUBs.
-fn collect(shared: &Shared, batch: &mut Vec<Message>, publish: &mut Vec<KvMsg>) {
+/// Applies a batch of collector messages under one lock; fills `publish` with the applied
+/// updates (for the journal) and `outgoing` with their KVPUBs.
+///
+/// A KVPUB is the KVSET as received with the server's sequence in frame 1: the received message
+/// is restamped rather than re-encoded, so the hot path allocates no frames (the sequence frames
+/// come from one shared buffer per batch). Only a properties frame that is not already in its
+/// canonical form (a repeated name, a blank line) is encoded again, so subscribers see what
+/// `KvMsg::to_message` would have sent.
+fn collect(
+    shared: &Shared,
+    batch: &mut Vec<Message>,
+    publish: &mut Vec<KvMsg>,
+    outgoing: &mut Vec<Message>,
+    sequences: &mut SequenceFrames,
+) {
     let now = std::time::Instant::now();
     let mut state = shared.lock();
-    for msg in batch.drain(..) {
+    let applied_before = publish.len();
+    for mut msg in batch.drain(..) {
         let applied = KvSet::parse(msg.frames()).map_err(|e| e.to_string()).and_then(|set| {
             let key = set.0.key.clone();
             state.apply(set, now).map_err(|e| format!("key {}: {e}", key.escape_ascii()))
         });
         match applied {
-            Ok(update) => publish.push(update),
+            Ok(update) => {
+                let frames = msg.frames_mut();
+                frames[1] = sequences.frame(update.sequence);
+                if !frames[3].is_empty() {
+                    let canonical = update.properties.encode();
+                    if frames[3] != canonical.as_bytes() {
+                        frames[3] = Bytes::from(canonical);
+                    }
+                }
+                outgoing.push(msg);
+                publish.push(update);
+            }
             Err(e) => {
                 shared.stats.rejected.inc();
                 if let Some(suppressed) = zmtp::throttle::allow("chp: bad KVSET") {
@@ -467,5 +489,38 @@ fn collect(shared: &Shared, batch: &mut Vec<Message>, publish: &mut Vec<KvMsg>) 
             }
         }
     }
-    shared.stats.updates.add(publish.len() as u64);
+    shared.stats.updates.add((publish.len() - applied_before) as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kvset(key: &str, properties: &str) -> Message {
+        let frame = |b: &[u8]| Bytes::copy_from_slice(b);
+        Message::from_frames([
+            frame(key.as_bytes()),
+            frame(&[0; 8]),
+            frame(&[7; 16]),
+            frame(properties.as_bytes()),
+            frame(b"value"),
+        ])
+    }
+
+    #[test]
+    fn a_kvpub_is_the_kvset_restamped_with_canonical_properties() {
+        let view = ServerView::serving("127.0.0.1", 5556, ServerState::new(std::time::Instant::now()));
+        let mut batch = vec![kvset("/a", ""), kvset("/b", "ttl=9\n"), kvset("/c", "ttl=5\n\nttl=9"), kvset("", "")];
+        let (mut publish, mut outgoing) = (Vec::new(), Vec::new());
+        collect(view.shared(), &mut batch, &mut publish, &mut outgoing, &mut SequenceFrames::default());
+        assert!(batch.is_empty());
+        assert_eq!(publish.len(), 3, "the empty key is refused");
+        assert_eq!(view.stats().rejected, 1);
+        for (sent, update) in outgoing.iter().zip(&publish) {
+            assert_eq!(sent, &update.to_message(), "what KvMsg would encode");
+        }
+        assert_eq!(outgoing[1][3], "ttl=9\n");
+        assert_eq!(outgoing[2][3], "ttl=9\n", "a repeated name and a blank line are re-encoded");
+        assert_eq!(publish.iter().map(|u| u.sequence).collect::<Vec<_>>(), [1, 2, 3]);
+    }
 }
