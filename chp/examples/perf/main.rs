@@ -283,9 +283,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         dealer.connect(&addr.snapshot()).await?;
         let t0 = Instant::now();
         dealer.send(IcanHaz { subtree: "/k/".parse::<Subtree>()? }.to_message()).await?;
-        let mut n = 0usize;
-        while let SnapshotReply::KvSync(_) = SnapshotReply::parse(dealer.recv().await?.frames())? {
-            n += 1;
+        let (mut n, mut received, mut ended) = (0usize, Vec::with_capacity(1024), false);
+        while !ended {
+            dealer.recv_many(&mut received, 1024).await?;
+            for msg in received.drain(..) {
+                match SnapshotReply::parse(msg.frames())? {
+                    SnapshotReply::KvSync(_) => n += 1,
+                    _ => ended = true,
+                }
+            }
         }
         let raw = t0.elapsed();
         // A client's full sync: connect, prove the subscription, snapshot, build its replica.

@@ -208,11 +208,21 @@ impl Stream {
             let chunk = self.shared.lock().snapshot_chunk(subtree, after.as_deref(), CHUNK, CHUNK_BYTES, sequence);
             let more = !chunk.is_empty();
             after = chunk.last().map(|kv| kv.key.clone());
-            for kv in chunk {
-                self.send(vec![self.identity.clone(), kv.key, seq_frame.clone(), Bytes::new(), Bytes::new(), kv.value])
-                    .await?;
-                sent += 1;
-            }
+            let mut batch: Vec<Message> = chunk
+                .into_iter()
+                .map(|kv| {
+                    Message::from_frames([
+                        self.identity.clone(),
+                        kv.key,
+                        seq_frame.clone(),
+                        Bytes::new(),
+                        Bytes::new(),
+                        kv.value,
+                    ])
+                })
+                .collect();
+            sent += batch.len();
+            self.send_all(&mut batch).await?;
             if !more {
                 break;
             }
@@ -238,16 +248,25 @@ impl Stream {
                 self.shared.lock().peer_snapshot_chunk(after.as_deref(), CHUNK, CHUNK_BYTES, std::time::Instant::now());
             let more = !chunk.is_empty();
             after = chunk.last().map(|e| e.key.clone());
-            for entry in chunk {
-                let properties = match entry.ttl {
-                    Some(ttl) => Bytes::from(format!("ttl={}\n", crate::ttl::format(ttl))),
-                    None => Bytes::new(),
-                };
-                let frames =
-                    vec![self.identity.clone(), entry.key, seq_frame.clone(), Bytes::new(), properties, entry.value];
-                self.send(frames).await?;
-                sent += 1;
-            }
+            let mut batch: Vec<Message> = chunk
+                .into_iter()
+                .map(|entry| {
+                    let properties = match entry.ttl {
+                        Some(ttl) => Bytes::from(format!("ttl={}\n", crate::ttl::format(ttl))),
+                        None => Bytes::new(),
+                    };
+                    Message::from_frames([
+                        self.identity.clone(),
+                        entry.key,
+                        seq_frame.clone(),
+                        Bytes::new(),
+                        properties,
+                        entry.value,
+                    ])
+                })
+                .collect();
+            sent += batch.len();
+            self.send_all(&mut batch).await?;
             if !more {
                 break;
             }
@@ -262,6 +281,31 @@ impl Stream {
         };
         self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), properties, Bytes::new()]).await?;
         Ok(sent)
+    }
+
+    /// Sends a chunk's messages in order, as many per lock of the socket as fit
+    /// ([`Socket::send_many`]), waiting while the peer's queue is full under the same stall rules
+    /// as [`send`](Self::send): the stall clock restarts whenever the peer took something.
+    async fn send_all(&self, batch: &mut Vec<Message>) -> Result<(), Abandoned> {
+        let mut started = None;
+        loop {
+            let before = batch.len();
+            // `send_many` is cancel-safe: what a timed-out attempt did not send stays in `batch`.
+            match tokio::time::timeout(CONTENDED_STALL, self.router.send_many(batch)).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => return Err(Abandoned::from(e)),
+                Err(_) if batch.len() < before => started = None,
+                Err(_) => {
+                    let stalled = started.get_or_insert_with(tokio::time::Instant::now).elapsed() + CONTENDED_STALL;
+                    if self.waiting.load(Ordering::Relaxed) > 0 {
+                        return Err(Abandoned::Contended(stalled));
+                    }
+                    if stalled >= self.stall_timeout {
+                        return Err(Abandoned::Stalled(stalled));
+                    }
+                }
+            }
+        }
     }
 
     async fn send(&self, frames: Vec<Bytes>) -> Result<(), Abandoned> {
