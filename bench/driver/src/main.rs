@@ -790,7 +790,11 @@ fn main() {
 /// The chp crate's own perf example (chp/examples/perf.rs, built as bench-chp): its output lines parsed.
 fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
     let updates = if quick { "50000" } else { "200000" };
-    let args: Vec<String> = ["--keys", "1000000", "--updates", updates].iter().map(|s| s.to_string()).collect();
+    let process_updates = if quick { "200000" } else { "1000000" };
+    let args: Vec<String> = ["--keys", "1000000", "--updates", updates, "--process-updates", process_updates]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let mut p = match Proc::spawn(bin, &args, &[], log, false) {
         Ok(p) => p,
         Err(e) => return Outcome::Failed(e.to_string()),
@@ -811,6 +815,19 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
             if let Some(v) = num_before(&l, "updates/s delivered") {
                 m.insert("delivered_per_s".to_string(), v);
             }
+        } else if let Some(rest) = l.strip_prefix("multi-process ") {
+            // "multi-process replay: … X updates/s confirmed, Y updates/s delivered (…); server CPU Z µs per update"
+            let kind = if rest.starts_with("replay") { "replay" } else { "clients" };
+            for (pat, what) in
+                [("updates/s confirmed", "confirmed_per_s"), ("updates/s delivered", "delivered_per_s")]
+            {
+                if let Some(v) = num_before(&l, pat) {
+                    m.insert(format!("procs_{kind}_{what}"), v);
+                }
+            }
+            if let Some(v) = num_before(&l, "µs per update") {
+                m.insert(format!("procs_{kind}_server_cpu_us"), v);
+            }
         } else if l.starts_with("latency set") {
             for (k, pat) in [("p50_us", "p50 "), ("p99_us", "p99 ")] {
                 if let Some(d) = l.split(pat).nth(1).and_then(|r| parse_debug_duration(r.split(',').next()?)) {
@@ -828,8 +845,8 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
         }
     }
     p.finish(Instant::now() + Duration::from_secs(5));
-    if m.len() < 6 {
-        return Outcome::Failed(format!("chp perf output incomplete ({} of 6 figures)", m.len()));
+    if m.len() < 12 {
+        return Outcome::Failed(format!("chp perf output incomplete ({} of 12 figures)", m.len()));
     }
     // The failover row: the HA demo (bench-chp-ha) at the Guide's 1 s heartbeat and at 100 ms.
     let ha_bin = bin.with_file_name("bench-chp-ha");

@@ -294,15 +294,22 @@ pub fn markdown(
     let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
     let _ = writeln!(
         s,
-        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values. The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
-        if opts.quick { 50000 } else { 200000 }
+        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {} --process-updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values; first in the server's process, then in processes of their own (the server's CPU read from its own accounting: 1 / CPU per update is what one core of it would sustain). The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
+        if opts.quick { 50000 } else { 200000 },
+        if opts.quick { 200000 } else { 1000000 }
     );
     let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");
     let chp_row = Row { id: "chp".into(), label: String::new(), kind: Kind::Mem { n: 0, procs: 0 } };
     let zmtp_col = present.iter().find(|v| v.name == "zmtp");
-    let chp_rows: [(&str, &str, Format); 6] = [
-        ("updates/s through one server (confirmed to the publishers)", "confirmed_per_s", rate),
-        ("updates/s delivered to all subscribers", "delivered_per_s", rate),
+    let chp_rows: [(&str, &str, Format); 12] = [
+        ("updates/s through one server (confirmed to the publishers), clients in the server's process", "confirmed_per_s", rate),
+        ("updates/s delivered to all subscribers, same run", "delivered_per_s", rate),
+        ("updates/s confirmed, 4 publisher + 2 subscriber processes replaying pre-encoded KVSETs (the server alone)", "procs_replay_confirmed_per_s", rate),
+        ("updates/s delivered to both subscriber processes, same run", "procs_replay_delivered_per_s", rate),
+        ("server CPU per update (user+sys), same run", "procs_replay_server_cpu_us", cpu_micros),
+        ("updates/s confirmed, 4 publisher + 2 subscriber processes of `chp::Client`", "procs_clients_confirmed_per_s", rate),
+        ("updates/s delivered to both subscriber processes, same run", "procs_clients_delivered_per_s", rate),
+        ("server CPU per update (user+sys), same run", "procs_clients_server_cpu_us", cpu_micros),
         ("set → watcher latency, p50", "p50_us", micros),
         ("set → watcher latency, p99", "p99_us", micros),
         ("snapshot of 1M keys, raw ICANHAZ? → KTHXBAI", "snapshot_raw_s", secs),
@@ -334,7 +341,7 @@ pub fn markdown(
     }
     s.push('\n');
 
-    let _ = writeln!(s, "## Targets of issues 9 and 20 (zmtp, from the medians above)\n");
+    let _ = writeln!(s, "## Targets of issues 9, 17 and 20 (from the medians above)\n");
     s.push_str(&targets(results, rows, present));
 
     let _ = writeln!(s, "\n## Method\n");
@@ -629,6 +636,41 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         d.map(kib).unwrap_or("—".into()),
         verdict(t.map(|v| v <= 8.0)),
         verdict(ro.map(|v| v <= 8.0)),
+    );
+    // Issue 17's CHP targets.
+    let chp = |k: &str| m("chp", "zmtp", k);
+    let confirmed = chp("procs_replay_confirmed_per_s");
+    let cpu = chp("procs_replay_server_cpu_us");
+    let _ = writeln!(
+        s,
+        "| CHP ≥ 1 M confirmed updates/s through one server, clients in processes of their own | {} (replay; `chp::Client`s {}); the server alone: {} CPU per update = {} per core | {} |",
+        confirmed.map(rate).unwrap_or("—".into()),
+        chp("procs_clients_confirmed_per_s").map(rate).unwrap_or("—".into()),
+        cpu.map(cpu_micros).unwrap_or("—".into()),
+        cpu.filter(|c| *c > 0.0).map(|c| rate(1e6 / c)).unwrap_or("—".into()),
+        verdict(confirmed.map(|v| v >= 1e6)),
+    );
+    let (raw, sync) = (chp("snapshot_raw_s"), chp("snapshot_sync_s"));
+    let _ = writeln!(
+        s,
+        "| CHP 1 M-key snapshot ≤ 0.5 s (raw and client sync) | raw {}, sync {} | {} |",
+        raw.map(secs).unwrap_or("—".into()),
+        sync.map(secs).unwrap_or("—".into()),
+        verdict(raw.zip(sync).map(|(r, s)| r <= 0.5 && s <= 0.5)),
+    );
+    let p99 = chp("p99_us");
+    let _ = writeln!(
+        s,
+        "| CHP set → watcher p99 ≤ 100 µs | {} | {} |",
+        p99.map(micros).unwrap_or("—".into()),
+        verdict(p99.map(|v| v <= 100.0)),
+    );
+    let failover = chp("failover_hb100_ms");
+    let _ = writeln!(
+        s,
+        "| CHP failover ≤ 250 ms at a 100 ms heartbeat | {} | {} |",
+        failover.map(millis).unwrap_or("—".into()),
+        verdict(failover.map(|v| v <= 250.0)),
     );
     s
 }

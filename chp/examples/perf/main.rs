@@ -48,6 +48,9 @@ struct Args {
     /// Updates for the multi-process measurement (5.); 0 skips it.
     #[arg(long, default_value_t = 1_000_000)]
     process_updates: usize,
+    /// Repeat the largest snapshot measurement this many times (to profile it).
+    #[arg(long, default_value_t = 1)]
+    snapshot_runs: usize,
     /// Run as a child of the multi-process measurement (internal).
     #[arg(long, hide = true)]
     role: Option<procs::Role>,
@@ -79,13 +82,19 @@ fn options(address: &chp::ServerAddress, subtree: &str) -> ClientOptions {
         .set_timing(Duration::from_secs(10), Duration::from_secs(60))
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if let Some(role) = args.role {
-        procs::child(role, args.server.expect("--server"), args.id, args.count, args.value).await;
+        // A child is one small client process: one thread, as such a process would run (six
+        // children with two runtime threads each spent much of their time switching threads).
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(procs::child(role, args.server.expect("--server"), args.id, args.count, args.value));
         return Ok(());
     }
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(measure(args))
+}
+
+async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let value = Bytes::from(vec![b'v'; args.value]);
 
     // 1. Memory per stored key: the state machine alone.
@@ -277,36 +286,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         loaded = size;
 
-        // Raw transfer: ICANHAZ? to KTHXBAI on a bare DEALER.
-        let dealer = Socket::new(SocketType::Dealer);
-        dealer.set_rcvhwm(100_000);
-        dealer.connect(&addr.snapshot()).await?;
-        let t0 = Instant::now();
-        dealer.send(IcanHaz { subtree: "/k/".parse::<Subtree>()? }.to_message()).await?;
-        let (mut n, mut received, mut ended) = (0usize, Vec::with_capacity(1024), false);
-        while !ended {
-            dealer.recv_many(&mut received, 1024).await?;
-            for msg in received.drain(..) {
-                match SnapshotReply::parse(msg.frames())? {
-                    SnapshotReply::KvSync(_) => n += 1,
-                    _ => ended = true,
+        let runs = if size == args.keys { args.snapshot_runs.max(1) } else { 1 };
+        for _ in 0..runs {
+            // Raw transfer: ICANHAZ? to KTHXBAI on a bare DEALER.
+            let dealer = Socket::new(SocketType::Dealer);
+            dealer.set_rcvhwm(100_000);
+            dealer.connect(&addr.snapshot()).await?;
+            let t0 = Instant::now();
+            dealer.send(IcanHaz { subtree: "/k/".parse::<Subtree>()? }.to_message()).await?;
+            let (mut n, mut received, mut ended) = (0usize, Vec::with_capacity(1024), false);
+            while !ended {
+                dealer.recv_many(&mut received, 1024).await?;
+                for msg in received.drain(..) {
+                    match SnapshotReply::parse(msg.frames())? {
+                        SnapshotReply::KvSync(_) => n += 1,
+                        _ => ended = true,
+                    }
                 }
             }
+            let raw = t0.elapsed();
+            // A client's full sync: connect, prove the subscription, snapshot, build its replica.
+            let t0 = Instant::now();
+            let c = Client::start(options(&addr, "/k/"))?;
+            c.synced().await?;
+            let full = t0.elapsed();
+            assert_eq!(c.len(), size);
+            println!(
+                "snapshot of {n} keys ({} B values): raw ICANHAZ?->KTHXBAI {raw:?} ({:.0} keys/s); client connect+sync {full:?}",
+                args.value,
+                n as f64 / raw.as_secs_f64()
+            );
+            c.close().await;
+            dealer.close().await;
         }
-        let raw = t0.elapsed();
-        // A client's full sync: connect, prove the subscription, snapshot, build its replica.
-        let t0 = Instant::now();
-        let c = Client::start(options(&addr, "/k/"))?;
-        c.synced().await?;
-        let full = t0.elapsed();
-        assert_eq!(c.len(), size);
-        println!(
-            "snapshot of {n} keys ({} B values): raw ICANHAZ?->KTHXBAI {raw:?} ({:.0} keys/s); client connect+sync {full:?}",
-            args.value,
-            n as f64 / raw.as_secs_f64()
-        );
-        c.close().await;
-        dealer.close().await;
     }
     println!("server stats: {:?}", server.stats());
     server.close().await;
