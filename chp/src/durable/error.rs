@@ -62,6 +62,15 @@ pub enum Corruption {
     /// Records after a snapshot's end record.
     #[error("records after the snapshot's end")]
     AfterEnd,
+    /// A log that does not continue the one before it: that one ended (was cut) at `expected`,
+    /// this one starts after `log`. It and any later logs are dropped.
+    #[error("the log after sequence {log} does not continue the one before, which ends at {expected}")]
+    Gap {
+        /// Where the log before ends.
+        expected: u64,
+        /// The sequence the dropped log is named by.
+        log: u64,
+    },
 }
 
 /// Why a [`Journal`](super::Journal) operation failed.

@@ -3,7 +3,10 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
+
+use bytes::Bytes;
 
 use super::files;
 use super::recovery::{Recovered, recover};
@@ -33,8 +36,9 @@ use crate::store::Entry;
 /// ```
 #[derive(Debug)]
 pub struct Journal {
-    /// The directory's lock, held while the journal is open.
-    _lock: File,
+    /// The directory's lock, held while the journal is open (and while a compaction it began
+    /// runs: a second journal must not open the directory under it).
+    lock: Arc<File>,
     /// See [`Journal::epoch`].
     epoch: u64,
     dir: PathBuf,
@@ -110,7 +114,7 @@ impl Journal {
         let opened = recover(&dir)?;
         let epoch = files::read_epoch(&dir)?;
         let journal = Journal {
-            _lock: lock,
+            lock: Arc::new(lock),
             epoch,
             dir,
             durability,
@@ -286,14 +290,35 @@ impl Journal {
         if last <= CompactStep::NewLog || old == sequence {
             return Ok(());
         }
-        // Superseded: failures here leave stale files that the next open removes, nothing worse.
-        let remove = |path: PathBuf| files::remove(&path).map_err(|source| JournalError::Io { path, source });
-        remove(files::snapshot_path(&self.dir, old))?;
-        if last == CompactStep::RemoveOldSnapshot {
-            return Ok(());
+        remove_superseded(&self.dir, sequence, last)
+    }
+
+    /// Starts a compaction that lets appends go on while it runs: the log is fsynced and a new
+    /// one started at the last sequence `S` (what is appended from now on goes there), and the
+    /// returned [`Compaction`] writes the snapshot at `S` — from the map read a chunk at a time,
+    /// each key at `S` or later — wherever the caller runs it, then retires the files it
+    /// supersedes. `None` when nothing was appended since the last compaction.
+    ///
+    /// Crash-safe at every step: until the snapshot is renamed into place, recovery replays the
+    /// old snapshot, the old log and the new one in turn; after, the new snapshot and the new
+    /// log. A fuzzy snapshot is exact once the new log is replayed on it: every update after `S`
+    /// is in the log, in order, and each key's last one wins.
+    pub fn begin_compaction(&mut self) -> Result<Option<Compaction>, JournalError> {
+        self.usable()?;
+        if self.sequence == self.base {
+            return Ok(None);
         }
-        remove(files::log_path(&self.dir, old))?;
-        files::sync_dir(&self.dir).map_err(|source| JournalError::Io { path: self.dir.clone(), source })
+        // The old log must hold everything up to `S` before a log after `S` exists.
+        self.sync()?;
+        let sequence = self.sequence;
+        let log = create_log(&files::log_path(&self.dir, sequence))?;
+        if let Err(source) = files::sync_dir(&self.dir) {
+            // The new log's name may not be durable: appending to it could lose updates.
+            self.broken = true;
+            return Err(JournalError::Io { path: self.dir.clone(), source });
+        }
+        (self.log, self.base, self.log_len, self.unsynced) = (log, sequence, 0, false);
+        Ok(Some(Compaction { dir: self.dir.clone(), sequence, _lock: self.lock.clone() }))
     }
 
     /// After the new snapshot's rename: makes it durable, then starts its log (unless the
@@ -361,6 +386,106 @@ impl Journal {
     fn log_error(&self, source: io::Error) -> JournalError {
         JournalError::Io { path: files::log_path(&self.dir, self.base), source }
     }
+}
+
+/// One entry of the map, owned: a [`Compaction`] reads the map a chunk at a time, unlocking it
+/// in between.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedEntry {
+    /// The key.
+    pub key: Bytes,
+    /// The value (non-empty).
+    pub value: Bytes,
+    /// Deadline in Unix milliseconds.
+    pub deadline: Option<u64>,
+}
+
+/// A compaction started by [`Journal::begin_compaction`]: writes the snapshot while the journal
+/// goes on appending. Blocking (file writes and fsyncs); run it off the async threads.
+#[derive(Debug)]
+#[must_use = "a compaction does nothing until finished"]
+pub struct Compaction {
+    dir: PathBuf,
+    sequence: u64,
+    _lock: Arc<File>,
+}
+
+impl Compaction {
+    /// The snapshot's sequence `S`.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// Writes the snapshot from `chunks` — the whole map in key order, read after `S` — fsyncs
+    /// it, renames it into place and removes the snapshots and logs it supersedes. A failure
+    /// leaves the journal as it was (the next compaction tries again); the files it leaves are
+    /// removed at the next open.
+    pub fn finish(self, chunks: impl IntoIterator<Item = Vec<OwnedEntry>>) -> Result<(), JournalError> {
+        self.finish_through(chunks, CompactStep::RemoveOldLog)
+    }
+
+    /// [`finish`](Self::finish) up to and including `last` (the tests' crash points).
+    pub(crate) fn finish_through(
+        self,
+        chunks: impl IntoIterator<Item = Vec<OwnedEntry>>,
+        last: CompactStep,
+    ) -> Result<(), JournalError> {
+        let temp = files::temp_path(&self.dir, self.sequence);
+        let written = (|| {
+            let io = |source| JournalError::Io { path: temp.clone(), source };
+            let file = File::create(&temp).map_err(io)?;
+            let written = (|| {
+                let mut writer = snapshot::Writer::start(io::BufWriter::new(&file), self.sequence)?;
+                for chunk in chunks {
+                    for e in &chunk {
+                        writer.entry(Entry { key: &e.key, value: &e.value, deadline: e.deadline })?;
+                    }
+                }
+                writer.finish()
+            })();
+            written.map_err(|e| match e {
+                snapshot::WriteError::Io(source) => io(source),
+                snapshot::WriteError::Unwritable(why) => JournalError::Unwritable(why),
+            })?;
+            file.sync_all().map_err(io)
+        })();
+        if let Err(e) = written {
+            let _ = files::remove(&temp);
+            return Err(e);
+        }
+        if last == CompactStep::WriteTemp {
+            return Ok(());
+        }
+        let snapshot = files::snapshot_path(&self.dir, self.sequence);
+        fs::rename(&temp, &snapshot).map_err(|source| JournalError::Io { path: temp.clone(), source })?;
+        files::sync_dir(&self.dir).map_err(|source| JournalError::Io { path: self.dir.clone(), source })?;
+        if last <= CompactStep::NewLog {
+            return Ok(());
+        }
+        remove_superseded(&self.dir, self.sequence, last)
+    }
+}
+
+/// Removes the snapshots, then the logs, older than the snapshot at `sequence` (up to `last`).
+/// Failures here leave stale files that the next open removes, nothing worse.
+fn remove_superseded(dir: &Path, sequence: u64, last: CompactStep) -> Result<(), JournalError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| JournalError::Io { path, source }
+    };
+    let listing = files::list(dir).map_err(io(dir))?;
+    for s in listing.snapshots.into_iter().filter(|&s| s < sequence) {
+        let path = files::snapshot_path(dir, s);
+        files::remove(&path).map_err(io(&path))?;
+    }
+    if last == CompactStep::RemoveOldSnapshot {
+        return Ok(());
+    }
+    for s in listing.logs.into_iter().filter(|&s| s < sequence) {
+        let path = files::log_path(dir, s);
+        files::remove(&path).map_err(io(&path))?;
+    }
+    files::sync_dir(dir).map_err(io(dir))
 }
 
 /// Writes the snapshot to `path` and fsyncs it.

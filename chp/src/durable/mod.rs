@@ -33,9 +33,12 @@
 //!
 //! ## Compaction
 //!
-//! [`Journal::compact`] writes the map as a new snapshot and starts an empty log; see its docs
-//! for why a crash at any point recovers the same map. The caller decides when, from
-//! [`Journal::log_bytes`] (replay time grows with the log, snapshot time with the map).
+//! [`Journal::compact`] writes the map as a new snapshot and starts an empty log, with the map
+//! held still meanwhile; [`Journal::begin_compaction`] starts the log first and hands back a
+//! [`Compaction`] that writes the snapshot from the map a chunk at a time while updates go on
+//! (the server's way: a million-key map is a second of writing and fsyncing it does not stop
+//! for). Their docs say why a crash at any point recovers the same map. The caller decides when,
+//! from [`Journal::log_bytes`] (replay time grows with the log, snapshot time with the map).
 //!
 //! ## Durability
 //!
@@ -56,7 +59,7 @@ mod update;
 
 pub use durability::Durability;
 pub use error::{Corruption, JournalError};
-pub use journal::{Journal, LOCK_FILE};
+pub use journal::{Compaction, Journal, LOCK_FILE, OwnedEntry};
 pub use record::MAX_RECORD_LEN;
 pub use recovery::Recovered;
 pub use update::{Update, unix_millis};

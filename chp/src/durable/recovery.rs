@@ -1,10 +1,15 @@
 //! Opening a data directory: the newest snapshot, the log after it (its torn tail cut), and the
 //! leftovers of an interrupted compaction cleaned away.
 //!
-//! Which files count follows from the order [`compact`](super::Journal::compact) works in: a
-//! snapshot is renamed into place only once whole and fsynced, and its log is created only after
-//! that. So the newest `snapshot-S` is the map at `S`, `log-S` (if there) holds the updates after
-//! it, anything older is superseded, and a log newer than every snapshot means a snapshot was lost.
+//! Which files count follows from the order compaction works in: a snapshot is renamed into place
+//! only once whole and fsynced. [`compact`](super::Journal::compact) creates its log after that;
+//! a [background compaction](super::Journal::begin_compaction) creates its log first (fsyncing the
+//! one before), and writes its snapshot while updates go on into that log. So the newest
+//! `snapshot-S` is the map at `S` — or, from a background compaction, each key at `S` or later,
+//! which replaying the logs after `S` in order makes exact (the redo argument of fuzzy
+//! checkpoints) — `log-S` and the logs after it (each named by the sequence its predecessor ends
+//! at) hold the updates after it, anything older is superseded, and a log newer than every
+//! snapshot with no `log-S` before it means a snapshot was lost.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Seek, SeekFrom};
@@ -47,7 +52,7 @@ pub struct Recovered {
 pub(crate) struct Opened {
     pub(crate) log: File,
     pub(crate) log_len: u64,
-    /// The snapshot's sequence, which names the log.
+    /// The sequence that names the log to append to (the snapshot's, or a later compaction's).
     pub(crate) base: u64,
     pub(crate) recovered: Recovered,
 }
@@ -60,8 +65,16 @@ pub(crate) fn recover(dir: &Path) -> Result<Opened, JournalError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let listing = files::list(dir).map_err(io(dir))?;
     let base = listing.snapshots.iter().copied().max().unwrap_or(0);
-    if let Some(&orphan) = listing.logs.iter().find(|&&log| log > base) {
-        return Err(JournalError::MissingSnapshot { log: files::log_path(dir, orphan) });
+    // The logs from the snapshot on: its own, then any a compaction started after it (each named
+    // by the sequence the one before it ends at).
+    let mut chain: Vec<u64> = listing.logs.iter().copied().filter(|&log| log >= base).collect();
+    chain.sort_unstable();
+    if let Some(&first) = chain.first().filter(|&&first| first != base) {
+        return Err(JournalError::MissingSnapshot { log: files::log_path(dir, first) });
+    }
+    let log_existed = !chain.is_empty();
+    if chain.is_empty() {
+        chain.push(base);
     }
     let mut entries = if listing.snapshots.is_empty() {
         Store::new()
@@ -69,40 +82,65 @@ pub(crate) fn recover(dir: &Path) -> Result<Opened, JournalError> {
         load_snapshot(&files::snapshot_path(dir, base), base)?
     };
 
-    let log_path = files::log_path(dir, base);
-    let log_existed = listing.logs.contains(&base);
-    let mut log = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&log_path)
-        .map_err(io(&log_path))?;
-    let len = log.metadata().map_err(io(&log_path))?.len();
-    let replayed = replay(BufReader::new(&log), len, base, &mut entries).map_err(io(&log_path))?;
-    if replayed.good_len < len {
-        // Cut before appending: new records after a torn one would never be read back.
-        log.set_len(replayed.good_len).map_err(io(&log_path))?;
-        log.sync_all().map_err(io(&log_path))?;
+    let mut recovered = Recovered {
+        sequence: base,
+        entries: Store::new(),
+        updates_replayed: 0,
+        truncated_bytes: 0,
+        tail_corruption: None,
+        recent_uuids: Vec::new(),
+    };
+    let mut recent = std::collections::VecDeque::new();
+    let mut appending = None;
+    for (at, &name) in chain.iter().enumerate() {
+        let log_path = files::log_path(dir, name);
+        let mut log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log_path)
+            .map_err(io(&log_path))?;
+        let len = log.metadata().map_err(io(&log_path))?.len();
+        let replayed = replay(BufReader::new(&log), len, recovered.sequence, &mut entries).map_err(io(&log_path))?;
+        if replayed.good_len < len {
+            // Cut before appending: new records after a torn one would never be read back.
+            log.set_len(replayed.good_len).map_err(io(&log_path))?;
+            log.sync_all().map_err(io(&log_path))?;
+        }
+        log.seek(SeekFrom::Start(replayed.good_len)).map_err(io(&log_path))?;
+        recovered.sequence = replayed.last_sequence;
+        recovered.updates_replayed += replayed.updates;
+        recovered.truncated_bytes += len - replayed.good_len;
+        recovered.tail_corruption = replayed.stopped;
+        recent.extend(replayed.recent_uuids);
+        let excess = recent.len().saturating_sub(super::log::RECENT_UUIDS);
+        recent.drain(..excess);
+        appending = Some((log, replayed.good_len, name));
+        // A later log continues this one only if this one ended where the later one starts
+        // (compaction fsyncs a log before starting the next): after a cut, what follows cannot
+        // be applied, and is dropped as a cut tail is.
+        if let Some(&next) = chain.get(at + 1)
+            && (recovered.tail_corruption.is_some() || next != recovered.sequence)
+        {
+            for &later in &chain[at + 1..] {
+                let path = files::log_path(dir, later);
+                recovered.truncated_bytes += std::fs::metadata(&path).map_err(io(&path))?.len();
+                files::remove(&path).map_err(io(&path))?;
+            }
+            recovered.tail_corruption.get_or_insert(Corruption::Gap { expected: recovered.sequence, log: next });
+            files::sync_dir(dir).map_err(io(dir))?;
+            break;
+        }
     }
-    log.seek(SeekFrom::Start(replayed.good_len)).map_err(io(&log_path))?;
+    let (log, log_len, log_base) = appending.expect("the chain has a log");
 
     if remove_superseded(dir, base, &listing)? || !log_existed {
         files::sync_dir(dir).map_err(io(dir))?;
     }
-    Ok(Opened {
-        log,
-        log_len: replayed.good_len,
-        base,
-        recovered: Recovered {
-            sequence: replayed.last_sequence,
-            entries,
-            updates_replayed: replayed.updates,
-            truncated_bytes: len - replayed.good_len,
-            tail_corruption: replayed.stopped,
-            recent_uuids: replayed.recent_uuids.into(),
-        },
-    })
+    recovered.entries = entries;
+    recovered.recent_uuids = recent.into();
+    Ok(Opened { log, log_len, base: log_base, recovered })
 }
 
 fn load_snapshot(path: &Path, named: u64) -> Result<Store, JournalError> {

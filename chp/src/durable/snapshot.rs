@@ -32,24 +32,48 @@ pub(crate) enum WriteError {
 /// Writes the snapshot of `entries` at `sequence` to `out` (the caller fsyncs). Deadlines are
 /// Unix milliseconds.
 pub(crate) fn write<'a>(
-    mut out: impl Write,
+    out: impl Write,
     sequence: u64,
     entries: impl IntoIterator<Item = Entry<'a>>,
 ) -> Result<(), WriteError> {
-    let mut chunk = Vec::with_capacity(WRITE_CHUNK + 64 * 1024);
-    let unwritable = |why| WriteError::Unwritable(why);
-    push_record(&mut chunk, |p| {
-        p.push(kind::SNAPSHOT_START);
-        p.extend_from_slice(&sequence.to_le_bytes());
-    })
-    .map_err(|len| unwritable(Corruption::TooLong(len)))?;
-    let mut count: u64 = 0;
+    let mut writer = Writer::start(out, sequence)?;
     for entry in entries {
+        writer.entry(entry)?;
+    }
+    writer.finish()
+}
+
+/// A snapshot written entry by entry, for entries that are not all at hand at once (a background
+/// compaction reads the map a chunk at a time).
+pub(crate) struct Writer<W: Write> {
+    out: W,
+    chunk: Vec<u8>,
+    count: u64,
+}
+
+fn unwritable(why: Corruption) -> WriteError {
+    WriteError::Unwritable(why)
+}
+
+impl<W: Write> Writer<W> {
+    /// Starts the snapshot at `sequence`.
+    pub(crate) fn start(out: W, sequence: u64) -> Result<Self, WriteError> {
+        let mut chunk = Vec::with_capacity(WRITE_CHUNK + 64 * 1024);
+        push_record(&mut chunk, |p| {
+            p.push(kind::SNAPSHOT_START);
+            p.extend_from_slice(&sequence.to_le_bytes());
+        })
+        .map_err(|len| unwritable(Corruption::TooLong(len)))?;
+        Ok(Writer { out, chunk, count: 0 })
+    }
+
+    /// Adds one entry (deadline in Unix milliseconds).
+    pub(crate) fn entry(&mut self, entry: Entry<'_>) -> Result<(), WriteError> {
         kvmsg::check_key(entry.key).map_err(|e| unwritable(Corruption::InvalidField(e)))?;
         if entry.value.is_empty() {
             return Err(unwritable(Corruption::EmptyValue));
         }
-        push_record(&mut chunk, |p| {
+        push_record(&mut self.chunk, |p| {
             p.push(kind::SNAPSHOT_ENTRY);
             p.extend_from_slice(&entry.deadline.unwrap_or(0).to_le_bytes());
             p.extend_from_slice(&(entry.key.len() as u16).to_le_bytes());
@@ -57,19 +81,25 @@ pub(crate) fn write<'a>(
             p.extend_from_slice(entry.value);
         })
         .map_err(|len| unwritable(Corruption::TooLong(len)))?;
-        count += 1;
-        if chunk.len() >= WRITE_CHUNK {
-            out.write_all(&chunk).map_err(WriteError::Io)?;
-            chunk.clear();
+        self.count += 1;
+        if self.chunk.len() >= WRITE_CHUNK {
+            self.out.write_all(&self.chunk).map_err(WriteError::Io)?;
+            self.chunk.clear();
         }
+        Ok(())
     }
-    push_record(&mut chunk, |p| {
-        p.push(kind::SNAPSHOT_END);
-        p.extend_from_slice(&count.to_le_bytes());
-    })
-    .map_err(|len| unwritable(Corruption::TooLong(len)))?;
-    out.write_all(&chunk).map_err(WriteError::Io)?;
-    out.flush().map_err(WriteError::Io)
+
+    /// Ends the snapshot and flushes it (the caller fsyncs).
+    pub(crate) fn finish(mut self) -> Result<(), WriteError> {
+        let count = self.count;
+        push_record(&mut self.chunk, |p| {
+            p.push(kind::SNAPSHOT_END);
+            p.extend_from_slice(&count.to_le_bytes());
+        })
+        .map_err(|len| unwritable(Corruption::TooLong(len)))?;
+        self.out.write_all(&self.chunk).map_err(WriteError::Io)?;
+        self.out.flush().map_err(WriteError::Io)
+    }
 }
 
 /// A snapshot read back.

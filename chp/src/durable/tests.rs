@@ -242,6 +242,92 @@ fn a_crash_between_any_two_compaction_steps_recovers_the_same_map() {
     }
 }
 
+/// The model's entries in chunks of `per`, owned, as a background compaction reads them.
+fn chunks(model: &Model, per: usize) -> Vec<Vec<OwnedEntry>> {
+    let owned: Vec<OwnedEntry> = model
+        .iter()
+        .map(|(k, (v, d))| OwnedEntry { key: k.clone().into(), value: v.clone().into(), deadline: *d })
+        .collect();
+    owned.chunks(per).map(<[OwnedEntry]>::to_vec).collect()
+}
+
+#[test]
+fn a_background_compaction_of_a_map_read_while_updates_go_on_recovers_exactly() {
+    // The snapshot at 20 is fuzzy: read after updates 21..=30 were appended to the new log, so
+    // it holds their values; replaying the log on it must still give the map at 30.
+    for (last, half_written) in [
+        (CompactStep::WriteTemp, true),
+        (CompactStep::WriteTemp, false),
+        (CompactStep::Rename, false),
+        (CompactStep::RemoveOldSnapshot, false),
+        (CompactStep::RemoveOldLog, false),
+    ] {
+        let dir = TempDir::new("background");
+        let (mut journal, _) = open(&dir);
+        let mut model = Model::new();
+        write(&mut journal, &mut model, &workload(1, 10));
+        journal.compact(10, entries(&model)).unwrap();
+        write(&mut journal, &mut model, &workload(11, 20));
+        let compaction = journal.begin_compaction().unwrap().expect("updates since the last");
+        assert_eq!((compaction.sequence(), journal.log_bytes()), (20, 0));
+        write(&mut journal, &mut model, &workload(21, 30));
+        compaction.finish_through(chunks(&model, 2), last).unwrap();
+        write(&mut journal, &mut model, &workload(31, 33));
+        drop(journal); // the crash
+        if half_written {
+            let temp = files::temp_path(dir.path(), 20);
+            let len = fs::metadata(&temp).unwrap().len();
+            fs::OpenOptions::new().write(true).open(&temp).unwrap().set_len(len / 2).unwrap();
+        }
+
+        let (mut journal, recovered) = open(&dir);
+        assert_eq!(as_model(&recovered.entries), model, "{last:?}");
+        assert_eq!((recovered.sequence, recovered.truncated_bytes), (33, 0), "{last:?}");
+        let expected = if last >= CompactStep::Rename {
+            vec![format!("log-{:020}.chp", 20), format!("snapshot-{:020}.chp", 20)]
+        } else {
+            vec![format!("log-{:020}.chp", 10), format!("log-{:020}.chp", 20), format!("snapshot-{:020}.chp", 10)]
+        };
+        assert_eq!(dir.file_names(), expected, "{last:?}");
+        write(&mut journal, &mut model, &workload(34, 35));
+        drop(journal);
+        let (_, recovered) = open(&dir);
+        assert_eq!((as_model(&recovered.entries), recovered.sequence), (model, 35), "{last:?}");
+    }
+}
+
+#[test]
+fn a_compaction_with_nothing_new_is_none_and_chains_recover_in_order() {
+    let dir = TempDir::new("chain");
+    let (mut journal, _) = open(&dir);
+    assert!(journal.begin_compaction().unwrap().is_none(), "empty");
+    let mut model = Model::new();
+    // Three compactions begun and never finished: logs 0, 5, 9, 14, no snapshot.
+    for (from, to) in [(1, 5), (6, 9), (10, 14)] {
+        write(&mut journal, &mut model, &workload(from, to));
+        let compaction = journal.begin_compaction().unwrap().expect("new updates");
+        assert!(journal.begin_compaction().unwrap().is_none(), "nothing since");
+        drop(compaction);
+    }
+    write(&mut journal, &mut model, &workload(15, 16));
+    drop(journal);
+    let (journal, recovered) = open(&dir);
+    assert_eq!((as_model(&recovered.entries), recovered.sequence, recovered.updates_replayed), (model.clone(), 16, 16));
+    assert_eq!(dir.file_names().len(), 4, "every log kept: no snapshot covers them");
+    drop(journal);
+
+    // A damaged record in the middle log: what follows it cannot be applied; the later logs go.
+    let middle = files::log_path(dir.path(), 5);
+    let mut bytes = fs::read(&middle).unwrap();
+    let at = bytes.len() - 3;
+    bytes[at] ^= 0xff;
+    fs::write(&middle, &bytes).unwrap();
+    let (_, recovered) = open(&dir);
+    assert_eq!(recovered.sequence, 8, "the log after 5 ends at its last whole record");
+    assert!(recovered.truncated_bytes > 0 && recovered.tail_corruption.is_some());
+    assert_eq!(dir.file_names(), [format!("log-{:020}.chp", 0), format!("log-{:020}.chp", 5)]);
+}
+
 #[test]
 fn deadlines_survive_replay_and_compaction_and_past_ones_are_kept() {
     let dir = TempDir::new("deadlines");

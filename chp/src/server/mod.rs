@@ -395,6 +395,9 @@ async fn run(
     for s in [snapshot, publisher, collector] {
         s.close().await;
     }
+    if let Some(persist) = persist.as_mut() {
+        persist.finish().await;
+    }
     tracing::info!("CHP server stopped");
 }
 

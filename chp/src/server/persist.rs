@@ -51,6 +51,14 @@ mod disabled {
         pub(in crate::server) async fn reset(&mut self, _: &Arc<Shared>, _: u64) -> Result<(), JournalError> {
             match *self {}
         }
+
+        pub(in crate::server) async fn finish(&mut self) {
+            match *self {}
+        }
+
+        pub(in crate::server) fn take_recent_uuids(&mut self) -> Vec<crate::uuid::Uuid> {
+            match *self {}
+        }
     }
 }
 
@@ -62,7 +70,9 @@ mod enabled {
 
     use super::super::view::Shared;
     use super::super::{PeerEntry, ServerState};
-    use crate::durable::{Durability, Journal, JournalError, Recovered, Update, unix_millis};
+    use bytes::Bytes;
+
+    use crate::durable::{Compaction, Durability, Journal, JournalError, OwnedEntry, Recovered, Update, unix_millis};
     use crate::kvmsg::KvMsg;
     use crate::store::Entry;
 
@@ -73,9 +83,18 @@ mod enabled {
     /// (replaying a log costs about what writing the map once does).
     const COMPACT_AT_LEAST: u64 = 64 << 20;
 
+    /// Entries per lock of the state while a compaction reads the map.
+    const COMPACTION_CHUNK: usize = 4096;
+    /// Bytes of keys and values copied out per lock (at least one entry).
+    const COMPACTION_CHUNK_BYTES: usize = 1 << 20;
+
     /// The journal of one running server, and the clock conversion for its deadlines.
     pub(in crate::server) struct Persist {
         journal: Option<Journal>,
+        /// The compaction writing its snapshot on the blocking pool, if one runs.
+        compacting: Option<tokio::task::JoinHandle<Result<(), JournalError>>>,
+        /// The log's size that makes a compaction due, at least (see [`COMPACT_AT_LEAST`]).
+        compact_at: u64,
         dir: PathBuf,
         /// What the log's tail said was published last, until a pair takes it.
         recent_uuids: Vec<crate::uuid::Uuid>,
@@ -95,8 +114,14 @@ mod enabled {
             let now = Instant::now();
             let epoch_unix_ms = unix_millis(SystemTime::now())
                 .saturating_sub(u64::try_from(now.saturating_duration_since(state.epoch()).as_millis()).unwrap_or(0));
-            let mut persist =
-                Persist { journal: Some(journal), dir: dir.to_owned(), recent_uuids: Vec::new(), epoch_unix_ms };
+            let mut persist = Persist {
+                journal: Some(journal),
+                compacting: None,
+                compact_at: COMPACT_AT_LEAST,
+                dir: dir.to_owned(),
+                recent_uuids: Vec::new(),
+                epoch_unix_ms,
+            };
             persist.load(recovered, state, now);
             Ok(persist)
         }
@@ -146,18 +171,53 @@ mod enabled {
             Ok(())
         }
 
-        /// Writes what was appended (and fsyncs it, as the durability says), then compacts if the log
-        /// has outgrown the map. Returns once it is done.
+        /// Writes what was appended (and fsyncs it, as the durability says). Returns once it is
+        /// done. If the log has outgrown the map, it also starts a compaction, which writes its
+        /// snapshot in the background (see [`compact_in_background`]).
         pub(in crate::server) async fn commit(&mut self, shared: &Arc<Shared>) -> Result<(), JournalError> {
-            let for_compaction = shared.clone();
-            let epoch_unix_ms = self.epoch_unix_ms;
+            self.reap_compaction(false).await;
+            let due = self.compacting.is_none() && {
+                let log_bytes = self.journal.as_ref().expect("back").log_bytes();
+                log_bytes > self.compact_at.max(2 * shared.lock().payload_bytes() as u64)
+            };
+            let begun = Arc::new(std::sync::Mutex::new(None));
+            let slot = begun.clone();
             let result = self
                 .blocking(Box::new(move |journal| {
-                    journal.commit().and_then(|()| compact_if_due(journal, &for_compaction, epoch_unix_ms))
+                    journal.commit()?;
+                    if due {
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = journal.begin_compaction()?;
+                    }
+                    Ok(())
                 }))
                 .await;
             count(self.journal.as_ref().expect("back"), shared);
+            if let Some(compaction) = begun.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                self.compacting = Some(compact_in_background(compaction, shared.clone(), self.epoch_unix_ms));
+            }
             result
+        }
+
+        /// Takes the result of the running compaction once it has finished (with `wait`, waits
+        /// for it). A failed compaction is not the journal's failure: the files it left are the
+        /// journal's before it, and the next one tries again.
+        async fn reap_compaction(&mut self, wait: bool) {
+            if !self.compacting.as_ref().is_some_and(|c| wait || c.is_finished()) {
+                return;
+            }
+            match self.compacting.take().expect("checked").await {
+                Ok(Ok(())) => tracing::debug!(dir = %self.dir.display(), "journal: compacted"),
+                Ok(Err(e)) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "journal: compaction failed (will retry)")
+                }
+                Err(e) => tracing::error!(dir = %self.dir.display(), error = %e, "journal: compaction panicked"),
+            }
+        }
+
+        /// Waits for a running compaction (before the server stops, so the next one to open the
+        /// directory finds it finished).
+        pub(in crate::server) async fn finish(&mut self) {
+            self.reap_compaction(true).await;
         }
 
         /// The epoch stored with the map (a pair server's; see `server::ha`).
@@ -174,8 +234,10 @@ mod enabled {
         /// peer's, or kept part of one), even at an older sequence than the journal's, labelled
         /// `epoch`. The epoch is set to 0 first and to `epoch` last, so a crash in between leaves
         /// a map that sorts below any other, never a partial one under a good epoch. The state
-        /// stays locked while it is written, as in a compaction.
+        /// stays locked while it is written (a reset is rare: a pair server taking its peer's map).
         pub(in crate::server) async fn reset(&mut self, shared: &Arc<Shared>, epoch: u64) -> Result<(), JournalError> {
+            // A compaction removes files older than its snapshot: never beside a reset.
+            self.reap_compaction(true).await;
             let (shared, epoch_unix_ms) = (shared.clone(), self.epoch_unix_ms);
             self.blocking(Box::new(move |journal| {
                 journal.set_epoch(0)?;
@@ -222,16 +284,121 @@ mod enabled {
         shared.stats.journal_bytes.set(journal.log_bytes());
     }
 
-    /// Writes the map as a new snapshot once the log is larger than [`COMPACT_AT_LEAST`] and twice
-    /// the map. The state stays locked while it is written (snapshot streams wait; about 0.2 s per
-    /// million keys measured).
-    fn compact_if_due(journal: &mut Journal, shared: &Shared, epoch_unix_ms: u64) -> Result<(), JournalError> {
-        let state = shared.lock();
-        let due = journal.log_bytes() > COMPACT_AT_LEAST.max(2 * state.payload_bytes() as u64);
-        if !due {
-            return Ok(());
+    /// Writes the compaction's snapshot on the blocking pool from the map read a chunk at a time
+    /// (the state is locked only while a chunk is copied out, so updates and snapshot streams go
+    /// on), deadlines converted to Unix milliseconds. The log begun with the compaction holds
+    /// every update meanwhile, which makes the fuzzy snapshot exact on replay.
+    fn compact_in_background(
+        compaction: Compaction,
+        shared: Arc<Shared>,
+        epoch_unix_ms: u64,
+    ) -> tokio::task::JoinHandle<Result<(), JournalError>> {
+        tokio::task::spawn_blocking(move || {
+            let mut after: Option<Bytes> = None;
+            let chunks = std::iter::from_fn(|| {
+                let chunk = read_chunk(&shared.lock(), after.as_deref(), epoch_unix_ms);
+                after = chunk.last().map(|e| e.key.clone());
+                (!chunk.is_empty()).then_some(chunk)
+            });
+            compaction.finish(chunks)
+        })
+    }
+
+    /// Up to [`COMPACTION_CHUNK`] entries (and about [`COMPACTION_CHUNK_BYTES`]) after `after`,
+    /// copied into one buffer.
+    fn read_chunk(state: &ServerState, after: Option<&[u8]>, epoch_unix_ms: u64) -> Vec<OwnedEntry> {
+        let mut bytes = 0;
+        let entries: Vec<Entry<'_>> = state
+            .entries_after(after)
+            .take(COMPACTION_CHUNK)
+            .take_while(|e| {
+                let fits = bytes < COMPACTION_CHUNK_BYTES;
+                bytes += e.key.len() + e.value.len();
+                fits
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::with_capacity(bytes);
+        for e in &entries {
+            buf.extend_from_slice(e.key);
+            buf.extend_from_slice(e.value);
         }
-        let entries = state.entries().map(|e| Entry { deadline: e.deadline.map(|ms| epoch_unix_ms + ms), ..e });
-        journal.compact(state.sequence(), entries)
+        let mut buf = buf.freeze();
+        entries
+            .iter()
+            .map(|e| OwnedEntry {
+                key: buf.split_to(e.key.len()),
+                value: buf.split_to(e.value.len()),
+                deadline: e.deadline.map(|ms| epoch_unix_ms + ms),
+            })
+            .collect()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::super::super::ServerView;
+        use super::*;
+        use crate::command::KvSet;
+
+        type Map = Vec<(Vec<u8>, Vec<u8>, Option<u64>)>;
+
+        fn map(state: &ServerState) -> Map {
+            state.entries().map(|e| (e.key.to_vec(), e.value.to_vec(), e.deadline)).collect()
+        }
+
+        /// Applies and commits `n` updates over 300 keys (some with a ttl, some deletes).
+        async fn write(persist: &mut Persist, shared: &Arc<Shared>, from: u64, n: u64) {
+            for i in from..from + n {
+                let mut msg =
+                    KvMsg::new(format!("/k/{}", i % 300), if i % 11 == 0 { String::new() } else { format!("v{i}") });
+                if i % 7 == 0 {
+                    msg.properties.insert("ttl", "3600").unwrap();
+                }
+                let published = shared.lock().apply(KvSet(msg), Instant::now()).unwrap();
+                persist.append(&shared.lock(), &[published]).unwrap();
+                persist.commit(shared).await.unwrap();
+            }
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_background_compaction_while_updates_go_on_recovers_the_map_and_its_deadlines() {
+            let dir = std::env::temp_dir().join(format!("chp-persist-compaction-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut state = ServerState::new(Instant::now());
+            let mut persist = Persist::open(&dir, Durability::Always, &mut state).unwrap();
+            let view = ServerView::serving("127.0.0.1", 5556, state);
+            let shared = view.shared().clone();
+            write(&mut persist, &shared, 1, 400).await;
+            persist.compact_at = 0;
+            write(&mut persist, &shared, 401, 1).await; // due: begins one
+            assert!(persist.compacting.is_some(), "a compaction runs in the background");
+            persist.compact_at = u64::MAX;
+            write(&mut persist, &shared, 402, 200).await; // while it runs (or after)
+            persist.finish().await;
+            assert!(persist.compacting.is_none());
+            let (before, sequence) = {
+                let state = shared.lock();
+                (map(&state), state.sequence())
+            };
+            drop(persist);
+
+            let mut names: Vec<String> =
+                std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            names.sort();
+            assert_eq!(names, ["LOCK", &format!("log-{:020}.chp", 401), &format!("snapshot-{:020}.chp", 401)]);
+            let epoch = shared.lock().epoch();
+            let mut recovered = ServerState::new(epoch);
+            let _persist = Persist::open(&dir, Durability::Always, &mut recovered).unwrap();
+            assert_eq!(recovered.sequence(), sequence);
+            // Deadlines round-trip through Unix milliseconds: equal to the millisecond, give or
+            // take the conversion's rounding.
+            let after = map(&recovered);
+            assert_eq!(after.len(), before.len());
+            for ((k1, v1, d1), (k2, v2, d2)) in before.iter().zip(&after) {
+                assert_eq!((k1, v1), (k2, v2));
+                assert_eq!(d1.is_some(), d2.is_some());
+                assert!(d1.zip(*d2).is_none_or(|(a, b)| a.abs_diff(b) <= 2), "{d1:?} {d2:?}");
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }

@@ -154,6 +154,12 @@ impl ServerState {
         self.store.iter()
     }
 
+    /// Every entry after key `after` (exclusive; from the first when `None`), in key order: a
+    /// reader that unlocks between chunks resumes here, even if the map changed meanwhile.
+    pub fn entries_after<'a>(&'a self, after: Option<&'a [u8]>) -> impl Iterator<Item = Entry<'a>> + 'a {
+        self.store.range(b"", after)
+    }
+
     fn instant(&self, ms: u64) -> Instant {
         self.epoch + Duration::from_millis(ms)
     }

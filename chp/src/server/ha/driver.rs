@@ -360,6 +360,9 @@ impl Driver {
         }
         self.update_status(false, fatal.clone());
         let _ = self.ha.events.send(HaEvent::Stopped(fatal));
+        if let Some(persist) = self.persist.as_mut() {
+            persist.finish().await;
+        }
         tracing::info!("CHP pair server stopped");
         result
     }
