@@ -448,14 +448,25 @@ async fn persisted(persist: &mut Option<Persist>, shared: &Arc<Shared>, updates:
     persist.commit(shared).await
 }
 
+/// The KVPUB of `update`, applied from the KVSET `received`: the received message with the
+/// server's sequence in frame 1. Restamped rather than re-encoded, so the hot path allocates no
+/// frames (the sequence frames come from one shared buffer). Only a properties frame that is not
+/// already in its canonical form (a repeated name, a blank line) is encoded again, so subscribers
+/// see what `KvMsg::to_message` would have sent.
+fn restamp(mut received: Message, update: &KvMsg, sequences: &mut SequenceFrames) -> Message {
+    let frames = received.frames_mut();
+    frames[1] = sequences.frame(update.sequence);
+    if !frames[3].is_empty() {
+        let canonical = update.properties.encode();
+        if frames[3] != canonical.as_bytes() {
+            frames[3] = Bytes::from(canonical);
+        }
+    }
+    received
+}
+
 /// Applies a batch of collector messages under one lock; fills `publish` with the applied
-/// updates (for the journal) and `outgoing` with their KVPUBs.
-///
-/// A KVPUB is the KVSET as received with the server's sequence in frame 1: the received message
-/// is restamped rather than re-encoded, so the hot path allocates no frames (the sequence frames
-/// come from one shared buffer per batch). Only a properties frame that is not already in its
-/// canonical form (a repeated name, a blank line) is encoded again, so subscribers see what
-/// `KvMsg::to_message` would have sent.
+/// updates (for the journal) and `outgoing` with their KVPUBs (see [`restamp`]).
 fn collect(
     shared: &Shared,
     batch: &mut Vec<Message>,
@@ -466,22 +477,14 @@ fn collect(
     let now = std::time::Instant::now();
     let mut state = shared.lock();
     let applied_before = publish.len();
-    for mut msg in batch.drain(..) {
+    for msg in batch.drain(..) {
         let applied = KvSet::parse(msg.frames()).map_err(|e| e.to_string()).and_then(|set| {
             let key = set.0.key.clone();
             state.apply(set, now).map_err(|e| format!("key {}: {e}", key.escape_ascii()))
         });
         match applied {
             Ok(update) => {
-                let frames = msg.frames_mut();
-                frames[1] = sequences.frame(update.sequence);
-                if !frames[3].is_empty() {
-                    let canonical = update.properties.encode();
-                    if frames[3] != canonical.as_bytes() {
-                        frames[3] = Bytes::from(canonical);
-                    }
-                }
-                outgoing.push(msg);
+                outgoing.push(restamp(msg, &update, sequences));
                 publish.push(update);
             }
             Err(e) => {

@@ -26,10 +26,11 @@ use super::reports::{HaEvent, HaShared, HaStats, HaStatus};
 use super::{HaConfig, HaError};
 use crate::command::{Freshness, KvSet, PEER_NEWER, hugz_message, parse_peersync};
 use crate::durable::JournalError;
+use crate::kvmsg::SequenceFrames;
 use crate::server::pending::{Held, Pending};
 use crate::server::persist::Persist;
 use crate::server::snapshot::Snapshots;
-use crate::server::{ServerError, Shared, WELCOME_HUGZ, log_refused, persisted};
+use crate::server::{ServerError, Shared, WELCOME_HUGZ, log_refused, persisted, restamp};
 
 /// A pair server's sockets, bound: Binary Star's (its voter is the SNAPSHOT socket) and the
 /// CHP publisher and collector.
@@ -151,6 +152,7 @@ pub(super) fn spawn(
         confirming: false,
         newer_than_peer: false,
         journal_error: None,
+        sequences: SequenceFrames::default(),
     };
     Background::spawn(|stop| driver.run(notices, runner, pub_events, stop))
 }
@@ -189,6 +191,8 @@ struct Driver {
     newer_than_peer: bool,
     /// A followed update could not be journaled: the server stops after the batch.
     journal_error: Option<JournalError>,
+    /// Where the KVPUBs' sequence frames are cut from.
+    sequences: SequenceFrames,
 }
 
 async fn recv_on(socket: Option<Socket>) -> zmtp::Result<Message> {
@@ -249,14 +253,9 @@ impl Driver {
                         break result.map_err(HaError::from);
                     }
                 },
-                msg = self.collector.recv() => {
-                    let Ok(msg) = msg else { break Ok(()) };
-                    batch.push(msg);
-                    while batch.len() < BATCH {
-                        match self.collector.try_recv() {
-                            Ok(m) => batch.push(m),
-                            Err(_) => break,
-                        }
+                received = self.collector.recv_many(&mut batch, BATCH) => {
+                    if received.is_err() {
+                        break Ok(());
                     }
                     if let Err(e) = self.collect(&mut batch).await {
                         break Err(journal_failed(e));
@@ -595,7 +594,7 @@ impl Driver {
     /// serving).
     async fn collect(&mut self, batch: &mut Vec<Message>) -> Result<(), JournalError> {
         let now = std::time::Instant::now();
-        let mut publish = Vec::new();
+        let (mut publish, mut outgoing) = (Vec::new(), Vec::new());
         {
             let mut state = self.shared.lock();
             for msg in batch.drain(..) {
@@ -630,6 +629,7 @@ impl Driver {
                 match state.apply(set, now) {
                     Ok(update) => {
                         self.pending.record(&update, now);
+                        outgoing.push(restamp(msg, &update, &mut self.sequences));
                         publish.push(update);
                     }
                     Err(e) => {
@@ -643,11 +643,7 @@ impl Driver {
         }
         persisted(&mut self.persist, &self.shared, &publish).await?;
         self.shared.stats.updates.add(publish.len() as u64);
-        for update in publish {
-            if self.publisher.send(update.to_message()).await.is_err() {
-                break;
-            }
-        }
+        let _ = self.publisher.send_many(&mut outgoing).await;
         Ok(())
     }
 }
