@@ -50,62 +50,9 @@ pub(super) enum SyncState {
 
 /// A snapshot on its way.
 pub(super) struct Syncing {
-    entries: Entries,
+    entries: BTreeMap<Bytes, Bytes>,
     queued: Vec<KvMsg>,
     request: Request,
-}
-
-/// The KVSYNCs of a snapshot on its way, each key and value copied out of its message (whose
-/// buffer may hold much more than the pair).
-///
-/// A server sends them in key order (it scans its map in order), so they are appended to a list
-/// and the map is built from it in one pass at KTHXBAI: inserting a million keys one by one into
-/// a `BTreeMap` compared each with a node's worth of others. A KVSYNC out of order (a key not
-/// above the last) moves the lot into a map and goes on one key at a time, so a server that
-/// repeats a key holds no more than one entry per key either way.
-#[derive(Debug)]
-enum Entries {
-    /// Keys strictly ascending, none empty-valued.
-    InOrder(Vec<(Bytes, Bytes)>),
-    Map(BTreeMap<Bytes, Bytes>),
-}
-
-impl Default for Entries {
-    fn default() -> Self {
-        Entries::InOrder(Vec::new())
-    }
-}
-
-impl Entries {
-    /// Sets `key`, or deletes it when `value` is empty.
-    fn set(&mut self, key: &[u8], value: &[u8]) {
-        match self {
-            Entries::InOrder(list) if list.last().is_none_or(|(last, _)| &last[..] < key) => {
-                // Above every key so far: an empty value has nothing to delete.
-                if !value.is_empty() {
-                    list.push((Bytes::copy_from_slice(key), Bytes::copy_from_slice(value)));
-                }
-            }
-            Entries::InOrder(list) => {
-                *self = Entries::Map(std::mem::take(list).into_iter().collect());
-                self.set(key, value);
-            }
-            Entries::Map(map) if value.is_empty() => {
-                map.remove(key);
-            }
-            Entries::Map(map) => {
-                map.insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
-            }
-        }
-    }
-
-    fn into_map(self) -> BTreeMap<Bytes, Bytes> {
-        match self {
-            // Already sorted and unique: `collect` finds one run and builds the tree bottom-up.
-            Entries::InOrder(list) => list.into_iter().collect(),
-            Entries::Map(map) => map,
-        }
-    }
 }
 
 /// When the snapshot being received was asked for.
@@ -200,7 +147,7 @@ impl SyncState {
     /// The state right after the first ICANHAZ? of an attempt.
     pub(super) fn start() -> SyncState {
         SyncState::Syncing(Syncing {
-            entries: Entries::default(),
+            entries: BTreeMap::new(),
             queued: Vec::new(),
             request: Request::Early { first: None },
         })
@@ -234,7 +181,7 @@ impl SyncState {
                 false => {
                     // Loaded a snapshot the subscription may have missed updates after.
                     *self = SyncState::Syncing(Syncing {
-                        entries: Entries::default(),
+                        entries: BTreeMap::new(),
                         queued: kvpub.into_iter().collect(),
                         request: Request::Live { reload: true },
                     });
@@ -253,7 +200,12 @@ impl SyncState {
                 if !subtree.contains(&kv.key) {
                     return Answer::OutsideSubtree(kv.key);
                 }
-                syncing.entries.set(&kv.key, &kv.value);
+                // Copied out of the message, whose buffer may hold much more than the pair.
+                if kv.value.is_empty() {
+                    syncing.entries.remove(&kv.key);
+                } else {
+                    syncing.entries.insert(Bytes::copy_from_slice(&kv.key), Bytes::copy_from_slice(&kv.value));
+                }
                 return Answer::Nothing;
             }
             SnapshotReply::KthxBai(end) => end,
@@ -262,7 +214,7 @@ impl SyncState {
             Request::Early { first: Some(first) } if !first.covers(end.sequence) => {
                 // The subscription went live too late for this snapshot: updates after it may
                 // be in neither. Ask again, keeping what the subscriber queued.
-                syncing.entries = Entries::default();
+                syncing.entries.clear();
                 syncing.request = Request::Live { reload: false };
                 return Answer::AskAgain;
             }
@@ -270,7 +222,7 @@ impl SyncState {
             Request::Early { first: None } => (false, true),
             Request::Live { reload } => (true, !reload),
         };
-        let (entries, queued) = (std::mem::take(&mut syncing.entries).into_map(), std::mem::take(&mut syncing.queued));
+        let (entries, queued) = (std::mem::take(&mut syncing.entries), std::mem::take(&mut syncing.queued));
         *self = match exact {
             true => SyncState::Active,
             false => SyncState::Loaded { sequence: end.sequence },
@@ -323,21 +275,6 @@ mod tests {
             Load { entries: map(&[("a", "1")]), queued: vec![], sequence: 7, announce: true, exact: false }
         );
         assert!(matches!(state, SyncState::Loaded { sequence: 7 }));
-    }
-
-    #[test]
-    fn kvsyncs_in_any_order_repeats_and_deletes_load_as_the_last_said() {
-        let mut state = SyncState::start();
-        for (k, v) in [("b", "1"), ("c", "2"), ("d", ""), ("a", "3"), ("c", "4"), ("b", ""), ("e", "5"), ("a", "6")] {
-            assert_eq!(state.on_snapshot(kvsync(k, v), &all()), Answer::Nothing);
-        }
-        let loaded = load(state.on_snapshot(kthxbai(9), &all()));
-        assert_eq!(loaded.entries, map(&[("a", "6"), ("c", "4"), ("e", "5")]));
-        let mut in_order = SyncState::start();
-        for (k, v) in [("a", "1"), ("b", ""), ("c", "3")] {
-            in_order.on_snapshot(kvsync(k, v), &all());
-        }
-        assert_eq!(load(in_order.on_snapshot(kthxbai(9), &all())).entries, map(&[("a", "1"), ("c", "3")]));
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub(crate) fn read_epoch(dir: &Path) -> Result<u64, JournalError> {
     };
     let epoch = <[u8; 12]>::try_from(bytes.as_slice())
         .ok()
-        .filter(|b| crc32fast::hash(&b[..8]).to_be_bytes() == b[8..])
+        .filter(|b| super::crc::crc32(&b[..8]).to_be_bytes() == b[8..])
         .map(|b| u64::from_be_bytes(b[..8].try_into().expect("8 bytes")));
     epoch.ok_or(JournalError::CorruptEpoch { path })
 }
@@ -110,7 +110,7 @@ pub(crate) fn write_epoch(dir: &Path, epoch: u64) -> Result<(), JournalError> {
         move |source| JournalError::Io { path, source }
     };
     let mut bytes = epoch.to_be_bytes().to_vec();
-    bytes.extend_from_slice(&crc32fast::hash(&bytes).to_be_bytes());
+    bytes.extend_from_slice(&super::crc::crc32(&bytes).to_be_bytes());
     let mut file = File::create(&temp).map_err(io(&temp))?;
     io::Write::write_all(&mut file, &bytes).map_err(io(&temp))?;
     file.sync_all().map_err(io(&temp))?;

@@ -44,6 +44,7 @@
 //!
 //! [`Durability`] says when the log is fsynced, and what a power failure loses in each mode.
 
+mod crc;
 mod durability;
 mod error;
 mod fields;

@@ -28,7 +28,7 @@ pub(crate) fn push_record(out: &mut Vec<u8>, payload: impl FnOnce(&mut Vec<u8>))
         out.truncate(start);
         return Err(len);
     }
-    let crc = crc32fast::hash(&out[start + HEADER_LEN..]);
+    let crc = super::crc::crc32(&out[start + HEADER_LEN..]);
     out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     out[start + 4..start + HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
     Ok(())
@@ -92,7 +92,7 @@ impl<R: Read> RecordReader<R> {
         self.payload.resize(len, 0);
         self.inner.read_exact(&mut self.payload)?;
         self.remaining -= len as u64;
-        if crc32fast::hash(&self.payload) != crc {
+        if super::crc::crc32(&self.payload) != crc {
             return Err(ReadError::Corrupt(Corruption::Checksum));
         }
         self.good_len += (HEADER_LEN + len) as u64;
