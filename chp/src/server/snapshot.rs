@@ -13,8 +13,9 @@
 //! while one is streaming replaces any earlier waiting one), at most `max_concurrent` stream at
 //! once (the others wait in arrival order, holding nothing), and each streams no faster than its
 //! peer reads: the socket holds at most the per-peer byte budget for it (ROUTER_MANDATORY makes a
-//! full queue block us), and at most one chunk is copied out of the map at a time. So memory is
-//! bounded by `max_concurrent` × (budget + chunk), however many peers ask. A peer that reads
+//! full queue block us), at most one chunk is copied out of the map at a time, and a stream keeps
+//! its slot until its peer has taken everything queued for it. So memory is bounded by
+//! `max_concurrent` × (budget + chunk), however many peers ask. A peer that reads
 //! nothing for `stall_timeout` — or for [`CONTENDED_STALL`] while other snapshots wait for a
 //! slot, so that stalled peers cannot hold every slot — or that disconnects (`HostUnreachable`)
 //! has its snapshot abandoned and is dropped, which frees what was queued for it.
@@ -184,6 +185,10 @@ impl Stream {
             Request::Client(subtree) => (self.stream(subtree).await, subtree.to_string()),
             Request::Peer => (self.stream_to_peer().await, "(peer)".to_owned()),
         };
+        let result = match result {
+            Ok(keys) => self.flushed().await.map(|()| keys),
+            Err(why) => Err(why),
+        };
         match result {
             Ok(keys) => {
                 self.shared.stats.snapshots.inc();
@@ -281,6 +286,19 @@ impl Stream {
         };
         self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), properties, Bytes::new()]).await?;
         Ok(sent)
+    }
+
+    /// Holds the stream's slot until the peer has taken everything queued for it (written to its
+    /// connection). A snapshot smaller than the per-peer byte budget is queued whole without
+    /// waiting, so without this its slot came free at once and every client of a reconnect storm
+    /// had its snapshot in the server's memory together (4,800 clients × 1,000 keys: 700 MB).
+    /// A peer that has not taken it within the stall timeout is abandoned.
+    async fn flushed(&self) -> Result<(), Abandoned> {
+        match tokio::time::timeout(self.stall_timeout, self.router.flushed(&self.identity)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Abandoned::from(e)),
+            Err(_) => Err(Abandoned::Stalled(self.stall_timeout)),
+        }
     }
 
     /// Sends a chunk's messages in order, as many per lock of the socket as fit

@@ -229,10 +229,19 @@ impl OutPipe {
         let was_full = self.full(&s);
         s.in_flight = s.in_flight.saturating_sub(bytes);
         let has_room = !self.full(&s);
+        let drained = s.in_flight == 0 && s.messages == 0;
         drop(s);
-        if was_full && has_room {
+        // Drained wakes too: `Socket::flushed` waits for it.
+        if (was_full && has_room) || drained {
             self.space.wake();
         }
+    }
+
+    /// Whether every message handed to this pipe has been written to the connection (none queued,
+    /// none taken by the writer and not yet written).
+    pub fn is_drained(&self) -> bool {
+        let s = self.lock();
+        s.messages == 0 && s.in_flight == 0
     }
 
     /// Waits until there is something to drain (or the socket is closing).

@@ -258,6 +258,16 @@ impl Core {
             peer.out.close();
         }
         self.inbox.detach_peer(id);
+        // A sender or `flushed` waiting on this peer finds it gone.
+        self.space.wake();
+    }
+
+    /// ROUTER: whether everything queued for the peer with this routing id has been written to
+    /// its connection; `None` when no peer has it.
+    pub fn route_drained(&self, routing_id: &[u8]) -> Option<bool> {
+        let state = self.state();
+        let id = state.pattern.peer_by_routing_id(routing_id)?;
+        Some(state.peers.map.get(&id)?.out.is_drained())
     }
 
     /// `disconnect()`: drop the slot and its queue, closing its connection.

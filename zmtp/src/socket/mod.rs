@@ -232,6 +232,28 @@ impl Socket {
         self.inner.core.socket_type == SocketType::Router && self.inner.core.drop_route(routing_id)
     }
 
+    /// ROUTER: waits until everything queued for the peer with this routing id has been written
+    /// to its connection (handed to the kernel), so that a sender can bound what it has in
+    /// flight across peers, not only per peer: a server streaming large replies to many clients
+    /// holds a slot until the reply is out, not merely queued. Not a libzmq call.
+    ///
+    /// [`Error::HostUnreachable`] when no peer has that id, or it leaves while this waits (what
+    /// was queued for it is then gone). Cancel-safe: it takes nothing.
+    pub async fn flushed(&self, routing_id: &[u8]) -> Result<()> {
+        let core = &self.inner.core;
+        let gone = || Error::HostUnreachable(Bytes::copy_from_slice(routing_id));
+        if self.inner.core.socket_type != SocketType::Router {
+            return Err(gone());
+        }
+        core.space
+            .wait_until(|| match core.route_drained(routing_id) {
+                None => Some(Err(gone())),
+                Some(true) => Some(Ok(())),
+                Some(false) => None,
+            })
+            .await
+    }
+
     /// SERVER and PEER: closes the connection of the peer with this routing id (libzmq's
     /// `zmq_disconnect_peer`); a peer this socket connected to is reconnected. Returns false when
     /// no peer has that id (or the socket is of another type).
