@@ -67,10 +67,16 @@ pub(crate) fn recover(dir: &Path) -> Result<Opened, JournalError> {
     let base = listing.snapshots.iter().copied().max().unwrap_or(0);
     // The logs from the snapshot on: its own, then any a compaction started after it (each named
     // by the sequence the one before it ends at).
-    // A handful of names: ordered through a set (a sort of its own would add its code to the
-    // size-limited build).
-    let chain: std::collections::BTreeSet<u64> = listing.logs.iter().copied().filter(|&log| log >= base).collect();
-    let mut chain: Vec<u64> = chain.into_iter().collect();
+    let mut chain: Vec<u64> = listing.logs.iter().copied().filter(|&log| log >= base).collect();
+    // A handful of names: an insertion sort (a sort routine of its own would cost the
+    // size-limited build more than this whole loop).
+    for i in 1..chain.len() {
+        let mut j = i;
+        while j > 0 && chain[j - 1] > chain[j] {
+            chain.swap(j - 1, j);
+            j -= 1;
+        }
+    }
     if let Some(&first) = chain.first().filter(|&&first| first != base) {
         return Err(JournalError::MissingSnapshot { log: files::log_path(dir, first) });
     }
