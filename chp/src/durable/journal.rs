@@ -6,13 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-
 use super::files;
 use super::recovery::{Recovered, recover};
 use super::snapshot;
 use super::{Durability, JournalError, Update};
-use crate::store::Entry;
+use crate::store::{Entry, OwnedEntry};
 
 /// The server's map on disk: a snapshot and a log of the updates after it (see the
 /// [module docs](super)). Synchronous and socket-free; the caller owns the clock.
@@ -386,18 +384,6 @@ impl Journal {
     fn log_error(&self, source: io::Error) -> JournalError {
         JournalError::Io { path: files::log_path(&self.dir, self.base), source }
     }
-}
-
-/// One entry of the map, owned: a [`Compaction`] reads the map a chunk at a time, unlocking it
-/// in between.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OwnedEntry {
-    /// The key.
-    pub key: Bytes,
-    /// The value (non-empty).
-    pub value: Bytes,
-    /// Deadline in Unix milliseconds.
-    pub deadline: Option<u64>,
 }
 
 /// A compaction started by [`Journal::begin_compaction`]: writes the snapshot while the journal

@@ -58,9 +58,10 @@ pub(crate) mod snapshot;
 mod tests;
 mod update;
 
+pub use crate::store::OwnedEntry;
 pub use durability::Durability;
 pub use error::{Corruption, JournalError};
-pub use journal::{Compaction, Journal, LOCK_FILE, OwnedEntry};
+pub use journal::{Compaction, Journal, LOCK_FILE};
 pub use record::MAX_RECORD_LEN;
 pub use recovery::Recovered;
 pub use update::{Update, unix_millis};

@@ -305,32 +305,13 @@ mod enabled {
     }
 
     /// Up to [`COMPACTION_CHUNK`] entries (and about [`COMPACTION_CHUNK_BYTES`]) after `after`,
-    /// copied into one buffer.
+    /// their deadlines in Unix milliseconds.
     fn read_chunk(state: &ServerState, after: Option<&[u8]>, epoch_unix_ms: u64) -> Vec<OwnedEntry> {
-        let mut bytes = 0;
-        let entries: Vec<Entry<'_>> = state
-            .entries_after(after)
-            .take(COMPACTION_CHUNK)
-            .take_while(|e| {
-                let fits = bytes < COMPACTION_CHUNK_BYTES;
-                bytes += e.key.len() + e.value.len();
-                fits
-            })
-            .collect();
-        let mut buf = bytes::BytesMut::with_capacity(bytes);
-        for e in &entries {
-            buf.extend_from_slice(e.key);
-            buf.extend_from_slice(e.value);
+        let mut chunk = state.copy_chunk(after, COMPACTION_CHUNK, COMPACTION_CHUNK_BYTES);
+        for e in &mut chunk {
+            e.deadline = e.deadline.map(|ms| epoch_unix_ms + ms);
         }
-        let mut buf = buf.freeze();
-        entries
-            .iter()
-            .map(|e| OwnedEntry {
-                key: buf.split_to(e.key.len()),
-                value: buf.split_to(e.value.len()),
-                deadline: e.deadline.map(|ms| epoch_unix_ms + ms),
-            })
-            .collect()
+        chunk
     }
 
     #[cfg(test)]

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::command::{KvSet, KvSync, Subtree};
 use crate::kvmsg::{KvMsg, Properties};
-use crate::store::{Entry, Store};
+use crate::store::{Entry, OwnedEntry, Store};
 
 pub use crate::ttl::MAX_TTL;
 
@@ -154,10 +154,10 @@ impl ServerState {
         self.store.iter()
     }
 
-    /// Every entry after key `after` (exclusive; from the first when `None`), in key order: a
-    /// reader that unlocks between chunks resumes here, even if the map changed meanwhile.
-    pub fn entries_after<'a>(&'a self, after: Option<&'a [u8]>) -> impl Iterator<Item = Entry<'a>> + 'a {
-        self.store.range(b"", after)
+    /// The whole map a chunk at a time: see [`Store::copy_chunk`] (deadlines in milliseconds
+    /// after [`epoch`](Self::epoch)).
+    pub fn copy_chunk(&self, after: Option<&[u8]>, max: usize, max_bytes: usize) -> Vec<OwnedEntry> {
+        self.store.copy_chunk(b"", after, max, max_bytes)
     }
 
     fn instant(&self, ms: u64) -> Instant {
@@ -306,31 +306,11 @@ impl ServerState {
         max_bytes: usize,
         sequence: u64,
     ) -> Vec<KvSync> {
-        let mut bytes = 0;
-        let entries: Vec<Entry<'_>> = self
-            .store
-            .range(subtree.as_bytes(), after)
-            .take(max)
-            .take_while(|e| {
-                let fits = bytes < max_bytes;
-                bytes += e.key.len() + e.value.len();
-                fits
-            })
-            .collect();
-        // One copy and one allocation for the whole chunk, each key and value a slice of it (two
-        // allocations per key cost a million-key snapshot about a tenth of its time).
-        let mut buf = bytes::BytesMut::with_capacity(bytes);
-        for e in &entries {
-            buf.extend_from_slice(e.key);
-            buf.extend_from_slice(e.value);
-        }
-        let buf = buf.freeze();
-        let mut at = 0;
-        let mut next = |len: usize| {
-            at += len;
-            buf.slice(at - len..at)
-        };
-        entries.iter().map(|e| KvSync { key: next(e.key.len()), sequence, value: next(e.value.len()) }).collect()
+        self.store
+            .copy_chunk(subtree.as_bytes(), after, max, max_bytes)
+            .into_iter()
+            .map(|e| KvSync { key: e.key, sequence, value: e.value })
+            .collect()
     }
 
     /// Up to `max` entries of the whole map after key `after` (exclusive), each with the time it
@@ -346,18 +326,12 @@ impl ServerState {
         now: Instant,
     ) -> Vec<PeerEntry> {
         let now_ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
-        let mut bytes = 0;
         self.store
-            .range(b"", after)
-            .take(max)
-            .take_while(|e| {
-                let fits = bytes < max_bytes;
-                bytes += e.key.len() + e.value.len();
-                fits
-            })
+            .copy_chunk(b"", after, max, max_bytes)
+            .into_iter()
             .map(|e| PeerEntry {
-                key: Bytes::copy_from_slice(e.key),
-                value: Bytes::copy_from_slice(e.value),
+                key: e.key,
+                value: e.value,
                 ttl: e.deadline.map(|ms| Duration::from_millis(ms.saturating_sub(now_ms).max(1))),
             })
             .collect()
