@@ -185,14 +185,17 @@ impl Stream {
             Request::Client(subtree) => (self.stream(subtree).await, subtree.to_string()),
             Request::Peer => (self.stream_to_peer().await, "(peer)".to_owned()),
         };
-        let result = match result {
-            Ok(keys) => self.flushed().await.map(|()| keys),
-            Err(why) => Err(why),
-        };
         match result {
             Ok(keys) => {
+                // Counted once all of it is queued (its peer may already have it), as before the
+                // wait below existed.
                 self.shared.stats.snapshots.inc();
                 tracing::debug!(peer = ?self.identity, subtree = %what, keys, "snapshot sent");
+                if let Err(why) = self.flushed().await {
+                    // Queued but never taken: shed the peer, which frees it.
+                    self.router.drop_peer(&self.identity);
+                    tracing::info!(peer = ?self.identity, subtree = %what, "snapshot not taken, peer dropped: {why}");
+                }
             }
             Err(why) => {
                 self.shared.stats.snapshots_aborted.inc();
