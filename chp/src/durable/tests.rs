@@ -204,6 +204,13 @@ fn a_flipped_bit_anywhere_in_the_log_is_detected() {
     }
 }
 
+/// Cuts the unfinished snapshot at `sequence` in half: a crash in the middle of writing it.
+fn tear_temp_snapshot(dir: &TempDir, sequence: u64) {
+    let temp = files::temp_path(dir.path(), sequence);
+    let len = fs::metadata(&temp).unwrap().len();
+    fs::OpenOptions::new().write(true).open(&temp).unwrap().set_len(len / 2).unwrap();
+}
+
 #[test]
 fn a_crash_between_any_two_compaction_steps_recovers_the_same_map() {
     let steps = [
@@ -224,9 +231,7 @@ fn a_crash_between_any_two_compaction_steps_recovers_the_same_map() {
         journal.compact_through(20, entries(&model), last).unwrap();
         drop(journal); // the crash
         if half_written {
-            let temp = files::temp_path(dir.path(), 20);
-            let len = fs::metadata(&temp).unwrap().len();
-            fs::OpenOptions::new().write(true).open(&temp).unwrap().set_len(len / 2).unwrap();
+            tear_temp_snapshot(&dir, 20);
         }
 
         let (mut journal, recovered) = open(&dir);
@@ -275,9 +280,7 @@ fn a_background_compaction_of_a_map_read_while_updates_go_on_recovers_exactly() 
         write(&mut journal, &mut model, &workload(31, 33));
         drop(journal); // the crash
         if half_written {
-            let temp = files::temp_path(dir.path(), 20);
-            let len = fs::metadata(&temp).unwrap().len();
-            fs::OpenOptions::new().write(true).open(&temp).unwrap().set_len(len / 2).unwrap();
+            tear_temp_snapshot(&dir, 20);
         }
 
         let (mut journal, recovered) = open(&dir);

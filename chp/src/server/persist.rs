@@ -180,19 +180,21 @@ mod enabled {
                 let log_bytes = self.journal.as_ref().expect("back").log_bytes();
                 log_bytes > self.compact_at.max(2 * shared.lock().payload_bytes() as u64)
             };
-            let begun = Arc::new(std::sync::Mutex::new(None));
+            // Where the blocking call leaves a compaction it began: only made when one is due, so
+            // an ordinary commit allocates nothing for it.
+            let begun = due.then(|| Arc::new(std::sync::Mutex::new(None)));
             let slot = begun.clone();
             let result = self
                 .blocking(Box::new(move |journal| {
                     journal.commit()?;
-                    if due {
+                    if let Some(slot) = slot {
                         *slot.lock().unwrap_or_else(|e| e.into_inner()) = journal.begin_compaction()?;
                     }
                     Ok(())
                 }))
                 .await;
             count(self.journal.as_ref().expect("back"), shared);
-            if let Some(compaction) = begun.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            if let Some(compaction) = begun.and_then(|b| b.lock().unwrap_or_else(|e| e.into_inner()).take()) {
                 self.compacting = Some(compact_in_background(compaction, shared.clone(), self.epoch_unix_ms));
             }
             result
