@@ -31,6 +31,9 @@ const KEEP_BUFFER: usize = 64 * 1024;
 /// A queue this small after a batch means the connection sends a message at a time: it keeps no
 /// queue or buffer between batches.
 const TRICKLE_QUEUED: usize = 8;
+/// A write buffer above KEEP_BUFFER is given back once the pipe has stayed empty this long: a stream
+/// keeps its buffer between batches, a connection that goes quiet after a burst does not.
+const RELEASE_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
 pub(super) fn write_loop<W: AsyncWrite + Unpin>(
@@ -55,6 +58,12 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
         // One timer for the next PING and the deadline of the last one, on the heap and only with a
         // heartbeat: inline, two timers were a quarter of every idle connection's task.
         let mut timer: Option<Pin<Box<Sleep>>> = heartbeat.map(|_| Box::pin(tokio::time::sleep_until(next_ping)));
+        // The largest round `buf`'s allocation has held since it was last given back. Its `capacity()`
+        // cannot tell: after `split()` it counts only what is left beyond the written part, while the
+        // allocation (shared with the written chunk, then ours alone again) keeps the round's size.
+        let mut held = 0;
+        // Set while `buf` holds more than KEEP_BUFFER: when it is given back unless work comes first.
+        let mut release: Option<Pin<Box<Sleep>>> = None;
         loop {
             let fired = tokio::select! {
                 _ = out.wait_for_work() => false,
@@ -64,6 +73,16 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
                         None => std::future::pending().await,
                     }
                 } => true,
+                _ = async {
+                    match release.as_mut() {
+                        Some(t) => t.as_mut().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    // Quiet since the burst: back to an idle connection's few KiB.
+                    (buf, chunks, held, release) = (BytesMut::new(), Vec::new(), 0, None);
+                    false
+                }
             };
             if let (true, Some(ivl), Some(t)) = (fired, heartbeat, timer.as_mut()) {
                 let now = Instant::now();
@@ -107,6 +126,7 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
                     count += 1;
                 }
                 buf.reserve(bytes);
+                held = held.max(bytes);
                 for item in items.drain(..count) {
                     encode_item(item, minor, encoder.as_mut(), &mut buf, &mut chunks)?;
                 }
@@ -120,22 +140,28 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
                 }
             }
             // A burst leaves this queue (swapped with the pipe's on every drain) at the burst's length
-            // and the buffer at a round's size: give them back once it is all written, so a connection
-            // that goes quiet after one (a CHP snapshot of a thousand keys) returns to an idle
-            // connection's few KiB instead of keeping ~200 KiB. Steady traffic in batches below these
-            // sizes keeps its allocations.
+            // and the buffer at a round's size. The queue goes back at once (the pipe's next one is
+            // swapped in anyway); the buffer once the pipe has stayed empty for RELEASE_AFTER, so a
+            // stream keeps reusing it while a connection that goes quiet after a burst (a CHP snapshot
+            // of a thousand keys) returns to an idle connection's few KiB: kept, it was 150 KB per
+            // snapshot client on a crowd's server.
             // A connection that only sends a message now and then (request-reply, an idle one after
-            // its greeting) gives back its small queue and buffer too, so that it holds none while it
-            // waits; that costs an allocation per message there, and nothing where batches are larger.
-            let trickle = items.capacity() <= TRICKLE_QUEUED;
-            if items.capacity() > KEEP_QUEUED || trickle {
+            // its greeting) gives back its small queue and buffer at once, so that it holds none while
+            // it waits; that costs an allocation per message there, and nothing where batches are larger.
+            let (keep_queue, keep_buffer) = retention(items.capacity(), held);
+            if !keep_queue {
                 items = VecDeque::new();
             }
-            if buf.capacity() > KEEP_BUFFER || trickle {
-                buf = BytesMut::new();
-            }
-            if trickle {
-                chunks = Vec::new();
+            match keep_buffer {
+                Keep::Yes => {}
+                Keep::No => (buf, chunks, held, release) = (BytesMut::new(), Vec::new(), 0, None),
+                Keep::WhileBusy => {
+                    let at = Instant::now() + RELEASE_AFTER;
+                    match release.as_mut() {
+                        Some(t) => t.as_mut().reset(at),
+                        None => release = Some(Box::pin(tokio::time::sleep_until(at))),
+                    }
+                }
             }
             if !more {
                 wr.flush().await?;
@@ -143,6 +169,25 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// Whether a connection keeps an allocation between batches.
+#[derive(Debug, PartialEq, Eq)]
+enum Keep {
+    Yes,
+    No,
+    /// Until the pipe has stayed empty for RELEASE_AFTER.
+    WhileBusy,
+}
+
+/// What a connection keeps after a batch, from its queue's capacity and the largest round its write
+/// buffer has held: (the queue?, the buffer).
+fn retention(queue_capacity: usize, held: usize) -> (bool, Keep) {
+    if queue_capacity <= TRICKLE_QUEUED {
+        return (false, Keep::No);
+    }
+    let buffer = if held > KEEP_BUFFER { Keep::WhileBusy } else { Keep::Yes };
+    (queue_capacity <= KEEP_QUEUED, buffer)
 }
 
 /// Encodes one queued item into `buf` (large frames go to `chunks` by reference).
@@ -269,4 +314,33 @@ async fn write_chunks<W: AsyncWrite + Unpin>(wr: &mut W, chunks: &mut Vec<Bytes>
     }
     chunks.clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trickle_keeps_nothing_a_stream_keeps_its_buffer_a_burst_gives_it_back_when_quiet() {
+        assert_eq!(retention(4, 100), (false, Keep::No));
+        assert_eq!(retention(4, 200 * 1024), (false, Keep::No));
+        assert_eq!(retention(64, 8 * 1024), (true, Keep::Yes));
+        assert_eq!(retention(64, 200 * 1024), (true, Keep::WhileBusy));
+        assert_eq!(retention(4096, 8 * 1024), (false, Keep::Yes));
+        assert_eq!(retention(4096, 200 * 1024), (false, Keep::WhileBusy));
+    }
+
+    /// Why the writer counts `held` itself: once a round's bytes are split off and written, the
+    /// buffer's `capacity()` no longer shows the allocation it keeps.
+    #[test]
+    fn a_split_buffer_hides_the_allocation_it_keeps() {
+        let mut buf = BytesMut::new();
+        buf.reserve(200 * 1024);
+        buf.extend_from_slice(&[7; 200 * 1024]);
+        drop(buf.split().freeze());
+        assert!(buf.capacity() <= KEEP_BUFFER, "capacity {}", buf.capacity());
+        let before = buf.capacity();
+        buf.reserve(200 * 1024);
+        assert!(buf.capacity() >= 200 * 1024 && before < 200 * 1024);
+    }
 }
