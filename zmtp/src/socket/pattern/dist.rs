@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use smallvec::SmallVec;
 
 use crate::error::LimitError;
 use crate::link::peer_id::{PeerId, PeerMap};
@@ -36,6 +35,9 @@ pub(crate) struct Distributor {
     send_stamp: u64,
     /// Distinct prefixes in the trie.
     topics: usize,
+    /// A send's matching subscribers, collected before it is queued for them; kept between sends
+    /// (a fan-out to more subscribers than fit inline allocated a list per message).
+    targets: Vec<PeerId>,
 }
 
 /// What a subscription change did to the trie.
@@ -157,7 +159,7 @@ impl Distributor {
             return self.publish_inverted(msg, nodrop);
         }
         let topic = msg.first().expect("non-empty");
-        let Distributor { subscribers, mtrie, send_stamp, .. } = self;
+        let Distributor { subscribers, mtrie, send_stamp, targets, .. } = self;
         if nodrop {
             let mut full = false;
             mtrie.for_each_match(topic, |id| {
@@ -169,7 +171,7 @@ impl Distributor {
         }
         *send_stamp += 1;
         let stamp = *send_stamp;
-        let mut targets: SmallVec<[PeerId; 8]> = SmallVec::new();
+        targets.clear();
         mtrie.for_each_match(topic, |id| {
             if let Some(s) = subscribers.get_mut(&id)
                 && s.sent_stamp != stamp
@@ -186,8 +188,8 @@ impl Distributor {
             _ => {
                 // Several subscribers share one copy (see `Outbound::Shared`).
                 let shared = Arc::new(msg);
-                for id in targets {
-                    subscribers[&id].out.try_push_shared(&shared);
+                for id in targets.iter() {
+                    subscribers[id].out.try_push_shared(&shared);
                 }
             }
         }
