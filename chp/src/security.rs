@@ -97,6 +97,12 @@ impl ServerCurve {
         self.peer.unwrap_or_else(|| self.keys.public())
     }
 
+    /// Whether a connection whose CURVE client key was `user_id` (its messages' `User-Id`
+    /// property: the key in Z85, as zmtp's authenticator and libzmq's zauth set it) is the peer's.
+    pub(crate) fn is_peer(&self, user_id: Option<&str>) -> bool {
+        user_id == Some(z85(&self.peer_public()).as_str())
+    }
+
     /// Client keys a socket the peer connects to admits: the allow list plus the peer (when there
     /// is an allow list at all).
     fn clients_and_peer(&self) -> Vec<[u8; 32]> {

@@ -192,6 +192,65 @@ async fn an_absurd_peer_epoch_does_not_overflow() {
     .await;
 }
 
+/// Under CURVE only the peer's key says how new "the peer's" map is. A client that floods the
+/// restarted primary's snapshot port with PEERSYNC?s claiming the newest possible map, from
+/// before the pair forms until after, neither stops it while it confirms (without CURVE it would:
+/// nothing there is authenticated) nor ends its confirming early: the backup's own PEERSYNC?
+/// decides, and the pair serves the map it had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_curve_a_clients_peersync_cannot_stop_the_active() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let pair_keys = zmtp::security::KeyPair::generate();
+        let bind = |side: Side, dir: &DataDir| {
+            let mut config = ports.config(side).curve(chp::ServerCurve::new(pair_keys.clone()));
+            config.server.data_dir = Some(dir.path().to_owned());
+            HaServer::bind(config)
+        };
+        let primary = bind(Side::Primary, &a).await.unwrap();
+        let backup = bind(Side::Backup, &b).await.unwrap();
+        step("pair formed", backup.wait_for(|s| s.state == State::Passive && s.peer_synced)).await.unwrap();
+        let client = chp::Client::start(
+            ports.options().curve(chp::ClientCurve::new(pair_keys.public()).keys(zmtp::security::KeyPair::generate())),
+        )
+        .unwrap();
+        step("client synced", client.synced()).await.unwrap();
+        let last = write(&client, "kept", 10).await;
+        step("backup followed", backup.wait_for(|s| s.sequence == last)).await.unwrap();
+        client.close().await;
+        backup.close().await;
+        primary.close().await;
+
+        let primary = bind(Side::Primary, &a).await.unwrap();
+        let forger = zmtp::Socket::new(zmtp::SocketType::Dealer);
+        forger.set_security(&zmtp::Security::curve_client(pair_keys.public(), zmtp::security::KeyPair::generate()));
+        forger.set_sndhwm(0);
+        forger.connect(&ports.primary.snapshot()).await.unwrap();
+        let newest = chp::command::Freshness { epoch: u64::MAX - 1, sequence: u64::MAX };
+        let flood = tokio::spawn({
+            let forger = forger.clone();
+            async move {
+                loop {
+                    let _ = forger.send(chp::command::peersync_message(Some(newest))).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
+        });
+        let backup = bind(Side::Backup, &b).await.unwrap();
+        step("pair formed under the flood", backup.wait_for(|s| s.state == State::Passive && s.peer_synced))
+            .await
+            .unwrap();
+        assert_eq!(primary.state(), State::Active, "the flood did not stop the primary");
+        assert_eq!((primary.sequence(), primary.len()), (last, 10));
+        flood.abort();
+        forger.close().await;
+        backup.close().await;
+        primary.close().await;
+    })
+    .await;
+}
+
 /// A client's retransmit of a write confirmed just before both servers stopped is not applied
 /// again once they are back: the journal's tail is remembered as published, as if the active had
 /// never stopped. A fresh write sent after the retransmit, on the same connection, fences it.

@@ -441,7 +441,19 @@ impl Driver {
     /// that decides whether we serve ours (and the peer copies it) or stop for the peer's newer
     /// one.
     async fn on_request(&mut self, msg: Message) -> Result<(), HaError> {
-        let peersync = msg.frames().get(1..).and_then(parse_peersync);
+        let mut peersync = msg.frames().get(1..).and_then(parse_peersync);
+        if peersync.is_some() && !self.from_peer(&msg) {
+            // Under CURVE only the peer's key may say how new "the peer's" map is: a client's
+            // PEERSYNC? must neither stop us (a newer freshness while confirming) nor end our
+            // confirming before the peer has spoken. It is served as a client's request.
+            if let Some(suppressed) = zmtp::throttle::allow("chp: PEERSYNC? from a client key") {
+                tracing::warn!(suppressed, "a PEERSYNC? from a key that is not the peer's: its freshness is ignored");
+            }
+            if self.confirming {
+                return Ok(());
+            }
+            peersync = Some(None);
+        }
         if self.confirming {
             let Some(theirs) = peersync else {
                 // A client asks before we know whose map is newer: it asks again.
@@ -488,6 +500,16 @@ impl Driver {
         }
         self.snapshots.request(msg);
         Ok(())
+    }
+
+    /// Whether a request on the SNAPSHOT socket came from the peer. Under CURVE the peer's
+    /// PEERSYNC? DEALER is a client with the peer's key; without it nothing is authenticated and
+    /// any request may be the peer's (the README says so).
+    fn from_peer(&self, msg: &Message) -> bool {
+        match &self.config.server.curve {
+            Some(curve) => curve.is_peer(msg.property("User-Id")),
+            None => true,
+        }
     }
 
     /// Our map's epoch and sequence (zero without a journal).

@@ -41,7 +41,9 @@
 //!   nothing until it has it, and stops ([`HaError::Journal`]) answering
 //!   [`PEER_NEWER`](crate::command::PEER_NEWER) if the peer's map is newer: the peer takes over,
 //!   and the stopped server, restarted, follows it. A durable primary restarted alone waits for
-//!   its peer unless [`HaConfig::start_alone`].
+//!   its peer unless [`HaConfig::start_alone`]. Under CURVE only the peer's key may say how new
+//!   its map is (another key's `PEERSYNC?` is a client's request); without it nothing is
+//!   authenticated, and anyone who reaches P could claim a newer map.
 //! - **CURVE** ([`HaConfig::curve`], [`ServerCurve`](crate::security::ServerCurve)): the CHP
 //!   sockets, the Binary Star voter and state link, and the passive's SUB and PEERSYNC? DEALER to
 //!   the peer (CURVE clients of it, with this server's key pair, which the peer admits even when it
