@@ -442,7 +442,7 @@ impl Driver {
     /// one.
     async fn on_request(&mut self, msg: Message) -> Result<(), HaError> {
         let mut peersync = msg.frames().get(1..).and_then(parse_peersync);
-        if peersync.is_some() && !self.from_peer(&msg) {
+        if peersync.is_some() && !self.sent_by_peer(&msg) {
             // Under CURVE only the peer's key may say how new "the peer's" map is: a client's
             // PEERSYNC? must neither stop us (a newer freshness while confirming) nor end our
             // confirming before the peer has spoken. It is served as a client's request.
@@ -505,7 +505,7 @@ impl Driver {
     /// Whether a request on the SNAPSHOT socket came from the peer. Under CURVE the peer's
     /// PEERSYNC? DEALER is a client with the peer's key; without it nothing is authenticated and
     /// any request may be the peer's (the README says so).
-    fn from_peer(&self, msg: &Message) -> bool {
+    fn sent_by_peer(&self, msg: &Message) -> bool {
         match &self.config.server.curve {
             Some(curve) => curve.is_peer(msg.property("User-Id")),
             None => true,
