@@ -39,6 +39,9 @@ pub struct Config {
     pub voter: Option<String>,
     /// The voter socket's type (default ROUTER).
     pub voter_type: SocketType,
+    /// The voter's ZMQ_BACKLOG: connections it queues before accepting them (default
+    /// [`zmtp::DEFAULT_BACKLOG`]). Every client votes again after a failover, all at once.
+    pub voter_backlog: u32,
     /// Heartbeat interval; the peer expires after twice this.
     pub heartbeat: Duration,
     /// See [`DEFAULT_REQUEST_QUEUE`].
@@ -59,6 +62,7 @@ impl Config {
             remote: remote.into(),
             voter: None,
             voter_type: SocketType::Router,
+            voter_backlog: zmtp::DEFAULT_BACKLOG,
             heartbeat: DEFAULT_HEARTBEAT,
             request_queue: DEFAULT_REQUEST_QUEUE,
             curve: None,
@@ -97,6 +101,12 @@ impl Config {
     /// Guide, where dual actives or dual passives stop the server.
     pub fn heal_split_brain(mut self, heal: bool) -> Config {
         self.heal_split_brain = heal;
+        self
+    }
+
+    /// Sets the voter's ZMQ_BACKLOG (see [`Config::voter_backlog`](Self#structfield.voter_backlog)).
+    pub fn voter_backlog(mut self, backlog: u32) -> Config {
+        self.voter_backlog = backlog;
         self
     }
 

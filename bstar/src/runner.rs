@@ -106,6 +106,7 @@ impl BinaryStar {
         statesub.set_reconnect_ivl(Some(config.heartbeat.min(MAX_RECONNECT)));
         statesub.subscribe("")?;
         let voter = Socket::new(config.voter_type);
+        voter.set_backlog(config.voter_backlog);
         if let Some(curve) = &config.curve {
             curve.state_pub(&statepub);
             curve.state_sub(&statesub);

@@ -106,6 +106,7 @@ fn defaults_are_libzmq_defaults() {
     assert!(!s.conflate());
     assert!(!s.immediate());
     assert!(!s.ipv6());
+    assert_eq!(s.backlog(), zmtp::DEFAULT_BACKLOG, "1024, above libzmq's 100 (see DEFAULT_BACKLOG)");
     assert!(!s.xpub_verbose() && !s.xpub_verboser() && !s.xpub_nodrop());
     assert_eq!(s.xpub_welcome_msg(), None);
     assert_eq!(s.connect_routing_id(), None);
@@ -134,6 +135,7 @@ fn getters_return_what_was_set() {
     s.set_conflate(true);
     s.set_immediate(true);
     s.set_ipv6(true);
+    s.set_backlog(4096);
     s.set_xpub_verbose(true);
     s.set_xpub_verboser(true);
     s.set_xpub_nodrop(true);
@@ -157,6 +159,7 @@ fn getters_return_what_was_set() {
     assert!(s.conflate());
     assert!(s.immediate());
     assert!(s.ipv6());
+    assert_eq!(s.backlog(), 4096);
     assert!(s.xpub_verbose() && s.xpub_verboser() && s.xpub_nodrop());
     assert_eq!(s.xpub_welcome_msg(), Some(Bytes::from_static(b"hi")));
     assert_eq!(s.connect_routing_id(), Some(Bytes::from_static(b"peer-x")));

@@ -40,6 +40,11 @@ pub const RECONNECT_STOP_HANDSHAKE_FAILED: u8 = 2;
 /// connecter never checks this bit, other transports keep retrying.
 pub const RECONNECT_STOP_AFTER_DISCONNECT: u8 = 4;
 
+/// Default ZMQ_BACKLOG. libzmq's is 100; ours is what tokio's listener had before the option
+/// existed: with 100, a few hundred clients connecting at once (reconnecting after a failover)
+/// overflow the queue and wait out TCP's SYN retransmits (1, 3, 7, 15, 31 s).
+pub const DEFAULT_BACKLOG: u32 = 1024;
+
 /// Options a socket applies to new connections (like libzmq, changing HWMs does not resize the queues
 /// of connections that already exist).
 #[derive(Clone)]
@@ -83,6 +88,8 @@ pub(crate) struct Options {
     pub req_relaxed: bool,
     /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard (dual stack).
     pub ipv6: bool,
+    /// ZMQ_BACKLOG: connections a TCP listener queues before it accepts them.
+    pub backlog: u32,
     /// ZMQ_MULTICAST_HOPS: the TTL of multicast a RADIO sends over udp://. Default 1 (this network).
     #[cfg(feature = "draft")]
     pub multicast_hops: u32,
@@ -195,6 +202,7 @@ impl Default for Options {
             handshake_ivl: Some(Duration::from_secs(30)),
             req_relaxed: false,
             ipv6: false,
+            backlog: DEFAULT_BACKLOG,
             #[cfg(feature = "draft")]
             multicast_hops: 1,
             #[cfg(feature = "draft")]

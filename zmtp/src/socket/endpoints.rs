@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::link::peer_id::PeerId;
 use crate::monitor::MonitorEvent;
 use crate::supervisor;
-use crate::transport::Endpoint;
+use crate::transport::{BindOptions, Endpoint};
 
 /// A bound or connected endpoint.
 #[derive(Debug)]
@@ -61,11 +61,11 @@ impl EndpointHandle {
     }
 }
 
-pub(super) async fn bind(core: &Arc<Core>, ep: &Endpoint, ipv6: bool) -> Result<(EndpointHandle, String)> {
+pub(super) async fn bind(core: &Arc<Core>, ep: &Endpoint, how: BindOptions) -> Result<(EndpointHandle, String)> {
     supervisor::check_transport(core.socket_type, ep, true)?;
     let accepting = CancellationToken::new();
     let connections = core.shutdown.child_token();
-    let (bound, task) = supervisor::listen(core, ep, ipv6, accepting.clone(), connections.clone()).await?;
+    let (bound, task) = supervisor::listen(core, ep, how, accepting.clone(), connections.clone()).await?;
     let handle =
         EndpointHandle { accepting, connections, slot: None, endpoint: bound.clone(), listener_task: Some(task) };
     Ok((handle, bound))

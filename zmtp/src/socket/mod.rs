@@ -148,8 +148,11 @@ impl Socket {
     /// ```
     pub async fn bind(&self, endpoint: &str) -> Result<String> {
         let ep: Endpoint = endpoint.parse()?;
-        let ipv6 = self.inner.core.options().ipv6;
-        let (handle, bound) = endpoints::bind(&self.inner.core, &ep, ipv6).await?;
+        let how = {
+            let o = self.inner.core.options();
+            crate::transport::BindOptions { ipv6: o.ipv6, backlog: o.backlog }
+        };
+        let (handle, bound) = endpoints::bind(&self.inner.core, &ep, how).await?;
         self.endpoints().insert(bound.clone(), handle);
         *self.inner.last_endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(bound.clone());
         Ok(bound)
@@ -588,6 +591,14 @@ impl Socket {
     option!(
         /// ZMQ_IPV6: `tcp://*` binds the IPv6 wildcard. Default off.
         ipv6, set_ipv6, ipv6: bool);
+    option!(
+        /// ZMQ_BACKLOG: how many connections a TCP listener queues before the socket accepts them;
+        /// the kernel caps it (Linux: `net.core.somaxconn`). Beyond it, a connecting peer's SYN is
+        /// dropped and it waits for TCP to retry (1 s, then 3, 7, 15 …): raise it on a server that
+        /// thousands of clients reconnect to at once. Applies to later binds (tcp; ipc and inproc
+        /// listen with their own queues). Default 1024 ([`DEFAULT_BACKLOG`](crate::DEFAULT_BACKLOG);
+        /// libzmq's is 100).
+        backlog, set_backlog, backlog: u32);
     /// ZMQ_ROUTER_NOTIFY (ROUTER): the application receives `[routing id, ""]` when a peer's
     /// handshake completes ([`NOTIFY_CONNECT`](crate::NOTIFY_CONNECT)) and when its connection ends
     /// ([`NOTIFY_DISCONNECT`](crate::NOTIFY_DISCONNECT)); both: `NOTIFY_CONNECT | NOTIFY_DISCONNECT`.

@@ -11,7 +11,7 @@ use super::run::{log_end, run_connection};
 use crate::engine::Host;
 use crate::error::Result;
 use crate::monitor::MonitorEvent;
-use crate::transport::{Endpoint, Listener};
+use crate::transport::{BindOptions, Endpoint, Listener};
 
 /// Binds `ep` and accepts until `accepting` is cancelled; each connection stops when
 /// `connections` is. Returns the address as bound and the accept task, which owns the listener:
@@ -19,7 +19,7 @@ use crate::transport::{Endpoint, Listener};
 pub(crate) async fn listen<H: Host>(
     host: &Arc<H>,
     ep: &Endpoint,
-    ipv6: bool,
+    how: BindOptions,
     accepting: CancellationToken,
     connections: CancellationToken,
 ) -> Result<(String, JoinHandle<()>)> {
@@ -27,7 +27,7 @@ pub(crate) async fn listen<H: Host>(
     if matches!(ep, Endpoint::Udp { .. }) {
         return super::udp::listen(host, ep, connections).await;
     }
-    let (listener, bound) = Listener::bind(ep, ipv6).await?;
+    let (listener, bound) = Listener::bind(ep, how).await?;
     host.monitors().emit(|| MonitorEvent::Listening { endpoint: bound.clone() });
     let task = tokio::spawn(accept_loop(host.clone(), listener, bound.clone(), accepting, connections));
     Ok((bound, task))

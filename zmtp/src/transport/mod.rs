@@ -177,16 +177,25 @@ pub(crate) enum Connection {
     Inproc(inproc::InprocConn),
 }
 
+/// What a bind takes from the socket's options.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BindOptions {
+    /// ZMQ_IPV6.
+    pub ipv6: bool,
+    /// ZMQ_BACKLOG (tcp).
+    pub backlog: u32,
+}
+
 impl Listener {
     /// Binds; returns the listener and the endpoint as actually bound (wildcards and ports resolved).
-    pub async fn bind(endpoint: &Endpoint, ipv6: bool) -> Result<(Listener, String)> {
+    pub async fn bind(endpoint: &Endpoint, how: BindOptions) -> Result<(Listener, String)> {
         match endpoint {
             Endpoint::Tcp { source: Some(_), .. } => Err(crate::error::Error::InvalidEndpoint(
                 endpoint.to_string(),
                 "a source address (before ';') only applies to connect",
             )),
             Endpoint::Tcp { host, port, source: None } => {
-                let (l, name) = tcp::bind(host, *port, ipv6).await?;
+                let (l, name) = tcp::bind(host, *port, how).await?;
                 Ok((Listener::Tcp(l), name))
             }
             #[cfg(unix)]

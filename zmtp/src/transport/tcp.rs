@@ -36,9 +36,13 @@ pub(super) fn interface_address(name: &str, ipv6: bool) -> Option<IpAddr> {
     interfaces.into_iter().filter(|i| i.name == name).map(|i| i.ip()).find(|ip| ip.is_ipv4() || ipv6)
 }
 
-pub(super) async fn bind(host: &str, port: u16, ipv6: bool) -> io::Result<(TcpListener, String)> {
-    let addr = bind_address(host, port, ipv6).await?;
-    let listener = TcpListener::bind(addr).await?;
+pub(super) async fn bind(host: &str, port: u16, how: super::BindOptions) -> io::Result<(TcpListener, String)> {
+    let addr = bind_address(host, port, how.ipv6).await?;
+    // What `TcpListener::bind` does (SO_REUSEADDR, as libzmq), with the socket's backlog.
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    let listener = socket.listen(how.backlog)?;
     let local = listener.local_addr()?;
     let name = match local {
         SocketAddr::V6(a) => format!("tcp://[{}]:{}", a.ip(), a.port()),
@@ -129,6 +133,22 @@ mod tests {
         assert_eq!(bind_address("localhost", 5, false).await.unwrap().port(), 5);
         let err = bind_address("no-such-interface-or-host.invalid", 5, false).await.unwrap_err();
         assert!(err.to_string().contains("network interface"), "{err}");
+    }
+
+    /// The listener queues as many connections as ZMQ_BACKLOG says. Read back with `ss`, which
+    /// shows a listener's backlog as its Send-Q (Linux; skipped where `ss` is missing).
+    #[tokio::test(flavor = "current_thread")]
+    async fn listens_with_the_backlog_asked_for() {
+        let how = super::super::BindOptions { ipv6: false, backlog: 77 };
+        let (listener, _) = bind("127.0.0.1", 0, how).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let Ok(out) = std::process::Command::new("ss").args(["-ltnH", &format!("sport = :{port}")]).output() else {
+            eprintln!("no `ss` here: backlog not checked");
+            return;
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        let send_q = text.split_whitespace().nth(2);
+        assert_eq!(send_q, Some("77"), "ss said {text:?}");
     }
 
     /// The peer address the listener sees for a connection made from `source`.

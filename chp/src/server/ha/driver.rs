@@ -63,6 +63,7 @@ impl Sockets {
         let port = server.port;
         let mut star_config = bstar::Config::new(config.side, &config.state, &config.peer_state)
             .voter(endpoint(port), SocketType::Router)
+            .voter_backlog(crate::server::LISTEN_BACKLOG)
             .heartbeat(config.heartbeat)
             .heal_split_brain(true);
         if let Some(curve) = &server.curve {
