@@ -65,6 +65,7 @@ pub mod mechanism;
 pub mod metadata;
 pub mod null;
 pub mod plain;
+mod salsa_lanes;
 pub mod socket_type;
 pub mod udp;
 pub mod z85;
