@@ -818,8 +818,7 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
         } else if let Some(rest) = l.strip_prefix("multi-process ") {
             // "multi-process replay: … X updates/s confirmed, Y updates/s delivered (…); server CPU Z µs per update"
             let kind = if rest.starts_with("replay") { "replay" } else { "clients" };
-            for (pat, what) in
-                [("updates/s confirmed", "confirmed_per_s"), ("updates/s delivered", "delivered_per_s")]
+            for (pat, what) in [("updates/s confirmed", "confirmed_per_s"), ("updates/s delivered", "delivered_per_s")]
             {
                 if let Some(v) = num_before(&l, pat) {
                     m.insert(format!("procs_{kind}_{what}"), v);
@@ -855,7 +854,59 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
             m.insert(key.to_string(), ms);
         }
     }
+    // The crowd row: bench/chp_crowd.py with the chp command's server and the crowd example.
+    m.extend(run_chp_crowd(bin, quick, &log.with_extension("crowd.log")));
     Outcome::Values(m)
+}
+
+/// Clients per crowd process: 2,400 (4 processes: 9,600 clients, two server connections each),
+/// fewer if the open-files limit the server inherits would not hold them; 250 with `--quick`.
+fn crowd_clients_per_process(quick: bool) -> usize {
+    if quick {
+        return 250;
+    }
+    // "Max open files  20000  20000  files": the soft limit (run.sh raises it to the hard one).
+    let limit = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines().find(|l| l.starts_with("Max open files"))?.split_whitespace().nth(3)?.parse::<usize>().ok()
+        })
+        .unwrap_or(1024);
+    (limit.saturating_sub(200) / 2 / 4).min(2400)
+}
+
+/// One `bench/chp_crowd.py` run: every `key: value` line it prints, as `crowd_<key>`.
+fn run_chp_crowd(bin: &Path, quick: bool, log: &Path) -> BTreeMap<String, f64> {
+    let clients = crowd_clients_per_process(quick);
+    let (server, crowd) = (bin.with_file_name("bench-chp-server"), bin.with_file_name("bench-chp-crowd"));
+    let mut m = BTreeMap::new();
+    if !server.exists() || !crowd.exists() {
+        return m;
+    }
+    let args: Vec<String> = vec![
+        "bench/chp_crowd.py".into(),
+        "--processes".into(),
+        "4".into(),
+        "--clients".into(),
+        clients.to_string(),
+        "--binary".into(),
+        server.display().to_string(),
+        "--crowd".into(),
+        crowd.display().to_string(),
+    ];
+    let Ok(mut p) = Proc::spawn(Path::new("python3"), &args, &[], log, false) else { return m };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while let Ok(l) =
+        p.lines.recv_timeout(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)))
+    {
+        if let Some((key, value)) = l.split_once(": ")
+            && let Ok(v) = value.trim().parse::<f64>()
+        {
+            m.insert(format!("crowd_{key}"), v);
+        }
+    }
+    p.finish(Instant::now() + Duration::from_secs(5));
+    m
 }
 
 /// One HA demo run (primary killed while clients write): the "failover time: N ms" it prints.

@@ -294,7 +294,7 @@ pub fn markdown(
     let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
     let _ = writeln!(
         s,
-        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {} --process-updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values; first in the server's process, then in processes of their own (the server's CPU read from its own accounting: 1 / CPU per update is what one core of it would sustain). The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
+        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {} --process-updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values; first in the server's process, then in processes of their own (the server's CPU read from its own accounting: 1 / CPU per update is what one core of it would sustain). The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). The crowd rows come from `bench/chp_crowd.py` (the `chp` command's server, built as `bench-chp-server`, under 4 processes of the crowd example, `bench-chp-crowd`: as many clients as the open-files limit holds, up to 9,600, each a SUB on the publisher and a DEALER that takes a 1,000-key snapshot, then all of them dropping their DEALER and asking again at once, as after a failover). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
         if opts.quick { 50000 } else { 200000 },
         if opts.quick { 200000 } else { 1000000 }
     );
@@ -302,12 +302,24 @@ pub fn markdown(
     let chp_row = Row { id: "chp".into(), label: String::new(), kind: Kind::Mem { n: 0, procs: 0 } };
     let zmtp_col = present.iter().find(|v| v.name == "zmtp");
     let chp_rows: [(&str, &str, Format); 12] = [
-        ("updates/s through one server (confirmed to the publishers), clients in the server's process", "confirmed_per_s", rate),
+        (
+            "updates/s through one server (confirmed to the publishers), clients in the server's process",
+            "confirmed_per_s",
+            rate,
+        ),
         ("updates/s delivered to all subscribers, same run", "delivered_per_s", rate),
-        ("updates/s confirmed, 4 publisher + 2 subscriber processes replaying pre-encoded KVSETs (the server alone)", "procs_replay_confirmed_per_s", rate),
+        (
+            "updates/s confirmed, 4 publisher + 2 subscriber processes replaying pre-encoded KVSETs (the server alone)",
+            "procs_replay_confirmed_per_s",
+            rate,
+        ),
         ("updates/s delivered to both subscriber processes, same run", "procs_replay_delivered_per_s", rate),
         ("server CPU per update (user+sys), same run", "procs_replay_server_cpu_us", cpu_micros),
-        ("updates/s confirmed, 4 publisher + 2 subscriber processes of `chp::Client`", "procs_clients_confirmed_per_s", rate),
+        (
+            "updates/s confirmed, 4 publisher + 2 subscriber processes of `chp::Client`",
+            "procs_clients_confirmed_per_s",
+            rate,
+        ),
         ("updates/s delivered to both subscriber processes, same run", "procs_clients_delivered_per_s", rate),
         ("server CPU per update (user+sys), same run", "procs_clients_server_cpu_us", cpu_micros),
         ("set → watcher latency, p50", "p50_us", micros),
@@ -332,6 +344,31 @@ pub fn markdown(
         ),
         ("failover time, HA pair at a 100 ms heartbeat", "failover_hb100_ms", millis),
     ];
+    let clients = results.median("chp", "zmtp", "crowd_clients").map_or("—".to_string(), |n| format!("{n:.0}"));
+    let crowd_rows: Vec<(String, &str, Format)> = vec![
+        (
+            format!(
+                "crowd of {clients} clients (`bench/chp_crowd.py`: 4 processes of raw SUB + DEALER clients, 1,000-key snapshots): server memory per client (RSS)"
+            ),
+            "crowd_server_bytes_per_client",
+            |v| kib(v / 1024.0),
+        ),
+        ("crowd: every client connected and synced".into(), "crowd_connect_and_sync_all_s", secs),
+        (
+            "crowd: all reconnect at once (a failover's snapshot storm), until the last has its snapshot".into(),
+            "crowd_storm_s",
+            secs,
+        ),
+        ("crowd: the storm's server CPU (user+sys)".into(), "crowd_storm_server_cpu_s", secs),
+        ("crowd: snapshots abandoned in the storm".into(), "crowd_storm_snapshots_abandoned", |v| format!("{v:.0}")),
+    ];
+    for (what, key, fmt) in crowd_rows {
+        let c = match zmtp_col {
+            Some(v) => cell(results, &chp_row, v, key, fmt),
+            None => "—".into(),
+        };
+        let _ = writeln!(s, "| {what} | {c} |");
+    }
     for (what, key, fmt) in failover {
         let c = match zmtp_col {
             Some(v) => cell(results, &chp_row, v, key, fmt),
@@ -664,6 +701,16 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         "| CHP set → watcher p99 ≤ 100 µs | {} | {} |",
         p99.map(micros).unwrap_or("—".into()),
         verdict(p99.map(|v| v <= 100.0)),
+    );
+    let crowd = chp("crowd_clients");
+    let _ = writeln!(
+        s,
+        "| CHP 10,000 concurrent clients, storms coalesced and bounded | {} clients (two server connections each: the open-files limit here, 20,000 hard, holds at most ~9,900); {} per client; all reconnecting at once served in {}, {} abandoned | {} |",
+        crowd.map(|n| format!("{n:.0}")).unwrap_or("—".into()),
+        chp("crowd_server_bytes_per_client").map(|v| kib(v / 1024.0)).unwrap_or("—".into()),
+        chp("crowd_storm_s").map(secs).unwrap_or("—".into()),
+        chp("crowd_storm_snapshots_abandoned").map(|v| format!("{v:.0}")).unwrap_or("—".into()),
+        verdict(crowd.map(|n| n >= 10_000.0)),
     );
     let failover = chp("failover_hb100_ms");
     let _ = writeln!(
