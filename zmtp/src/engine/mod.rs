@@ -60,26 +60,28 @@ pub(crate) struct Ended {
 
 /// Runs one connection to its end, reporting it to the socket's monitors. `slot` is the connect-side
 /// peer to attach to (kept across reconnects); bind-side connections create their peer on attach.
-pub(crate) async fn run<H: Host, C: Conn>(
-    core: &Arc<H>,
+/// Not `async fn`s, these two: each would wrap [`run_with`]'s state in one more holding a copy of
+/// its arguments (112 bytes in every connection's task).
+pub(crate) fn run<'a, H: Host, C: Conn + 'a>(
+    core: &'a Arc<H>,
     slot: Option<PeerId>,
     conn: C,
     kill: CancellationToken,
-    info: ConnectionInfo<'_>,
-) -> Ended {
-    run_with(core, slot, conn, None, kill, info).await
+    info: ConnectionInfo<'a>,
+) -> impl std::future::Future<Output = Ended> + 'a {
+    run_with(core, slot, conn, None, kill, info)
 }
 
 /// [`run`] for an inproc connection: ZMTP for the handshake, then the shortcut if the other end is a
 /// socket too.
-pub(crate) async fn run_inproc<H: Host>(
-    core: &Arc<H>,
+pub(crate) fn run_inproc<'a, H: Host>(
+    core: &'a Arc<H>,
     slot: Option<PeerId>,
     conn: InprocConn,
     kill: CancellationToken,
-    info: ConnectionInfo<'_>,
-) -> Ended {
-    run_with(core, slot, AnyStream::Inproc(conn.stream), conn.rendezvous, kill, info).await
+    info: ConnectionInfo<'a>,
+) -> impl std::future::Future<Output = Ended> + 'a {
+    run_with(core, slot, AnyStream::Inproc(conn.stream), conn.rendezvous, kill, info)
 }
 
 #[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
