@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) eligible: AtomicBool,
     /// See [`Handle::set_may_start_alone`].
     pub(crate) may_start_alone: AtomicBool,
+    /// See [`Handle::fall_silent`].
+    pub(crate) silent: AtomicBool,
 }
 
 impl Shared {
@@ -159,6 +161,22 @@ impl Handle {
     /// See [`set_eligible`](Self::set_eligible).
     pub fn eligible(&self) -> bool {
         self.shared.eligible.load(Ordering::Relaxed)
+    }
+
+    /// Stops publishing this server's state until its state next changes. For an ACTIVE server
+    /// that learns its peer holds newer state than its own (say, both restarted from disk, the
+    /// peer having taken over before): the peer then finds it silent after the peer expiry and
+    /// takes over on a client's vote; on hearing the peer ACTIVE, this server — which did not
+    /// take over — yields ([`crate::split`], with healing on) and becomes PASSIVE, and publishes
+    /// again. Nothing stops meanwhile: unlike stopping the process, a restart loop cannot bring it
+    /// back ACTIVE before the peer has taken over.
+    pub fn fall_silent(&self) {
+        self.shared.silent.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this server has fallen silent (see [`fall_silent`](Self::fall_silent)).
+    pub fn is_silent(&self) -> bool {
+        self.shared.silent.load(Ordering::Relaxed)
     }
 
     /// Whether a PRIMARY that has not met its peer may take over on a client's vote (default

@@ -149,6 +149,7 @@ impl BinaryStar {
             heartbeat: config.heartbeat,
             eligible: std::sync::atomic::AtomicBool::new(true),
             may_start_alone: std::sync::atomic::AtomicBool::new(true),
+            silent: std::sync::atomic::AtomicBool::new(false),
         });
         let (outbox, notices) = Outbox::new(config.request_queue);
         let star = BinaryStar {
@@ -217,7 +218,11 @@ impl BinaryStar {
             tokio::select! {
                 biased;
                 () = self.shared.stop.notified() => return Ok(()),
-                _ = ticker.tick() => self.publish()?,
+                _ = ticker.tick() => {
+                    if !self.shared.silent.load(std::sync::atomic::Ordering::Relaxed) {
+                        self.publish()?;
+                    }
+                }
                 msg = self.statesub.recv() => self.on_state_message(msg?, &mut clock)?,
                 () = sleep_until(deadline), if deadline.is_some() => self.check_peer(&mut clock, Instant::now()),
                 msg = gated_recv(&self.outbox, &self.voter) => self.on_request(msg?, &mut clock)?,
@@ -378,6 +383,8 @@ impl BinaryStar {
     fn became(&mut self, role: Role) -> Result<(), Error> {
         let state = self.fsm.state();
         tracing::info!(side = %self.config.side, %state, "role change");
+        // A new state is said again (see `Handle::fall_silent`).
+        self.shared.silent.store(false, std::sync::atomic::Ordering::Relaxed);
         self.shared.update(|s| {
             s.state = state;
             true

@@ -111,3 +111,37 @@ async fn dual_actives_without_a_takeover_and_dual_passives_settle_on_the_primary
     })
     .await;
 }
+
+/// An active that learns its peer holds newer state falls silent (`Handle::fall_silent`): the
+/// passive finds it silent, takes over on a client's vote, and the silent server, hearing it
+/// ACTIVE, yields and speaks again as PASSIVE. Neither stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_active_is_taken_over_and_then_yields() {
+    bounded(async {
+        let heartbeat = MS(50);
+        let eps = PairEndpoints::new();
+        let primary = Node::start(eps.primary(heartbeat).heal_split_brain(true)).await;
+        let backup = Node::start(eps.backup(heartbeat).heal_split_brain(true)).await;
+        primary.wait("primary ACTIVE", |s| s.state == State::Active).await;
+        backup.wait("backup PASSIVE, primary heard", |s| s.state == State::Passive && s.peer == Liveness::Alive).await;
+
+        primary.handle.fall_silent();
+        assert!(primary.handle.is_silent());
+        backup.wait("backup: the primary fell silent", |s| s.peer == Liveness::Silent).await;
+        let mut voter = Voter::new(&backup).await;
+        assert_eq!(voter.vote(&backup).await.vote, Vote::Accept, "the backup takes over");
+        primary.wait("the silent primary yields", |s| s.state == State::Passive).await;
+        primary.wait_notice(Notice::SplitBrain(Split::Yield)).await;
+        primary.wait_notice(Notice::BecamePassive).await;
+        assert!(!primary.handle.is_silent(), "a new state is said again");
+        backup
+            .wait("backup hears the primary again, passive", |s| {
+                s.peer == Liveness::Alive && s.peer_state == Some(State::Passive)
+            })
+            .await;
+        assert_eq!(backup.status().state, State::Active);
+        assert!(primary.status().running && backup.status().running);
+        assert_eq!((primary.status().fatal, backup.status().fatal), (None, None));
+    })
+    .await;
+}

@@ -57,7 +57,8 @@ pub struct Freshness {
 }
 
 /// The active's answer to a `PEERSYNC?` whose sender holds a newer map than its own (both
-/// durable, after a restart of both): `["NEWER"]`. The active then stops, and the peer takes over.
+/// durable, after a restart of both): `["NEWER"]`. The active then falls silent, the peer takes
+/// over, and the former active yields to it and follows.
 pub const PEER_NEWER: &str = "NEWER";
 
 /// `PEERSYNC?`, with the sender's [`Freshness`] when it keeps its map on disk.

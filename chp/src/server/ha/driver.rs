@@ -152,6 +152,7 @@ pub(super) fn spawn(
         persist,
         confirming: false,
         newer_than_peer: false,
+        yielding: false,
         journal_error: None,
         sequences: SequenceFrames::default(),
     };
@@ -187,9 +188,12 @@ struct Driver {
     /// `PEERSYNC?` to say whose map is newer (see [`Driver::promote`]). There is no time limit:
     /// a live passive asks again after each [`HaConfig::peer_sync_timeout`].
     confirming: bool,
-    /// The active answered our `PEERSYNC?` that our map is newer than its own: it stops, and we
-    /// take over holding the truth.
+    /// The active answered our `PEERSYNC?` that our map is newer than its own: it falls silent,
+    /// and we take over holding the truth.
     newer_than_peer: bool,
+    /// Confirming, we learned the peer's map is newer and fell silent (Binary Star state and
+    /// HUGZ) so that it takes over; we then yield to it and follow (see [`Driver::on_request`]).
+    yielding: bool,
     /// A followed update could not be journaled: the server stops after the batch.
     journal_error: Option<JournalError>,
     /// Where the KVPUBs' sequence frames are cut from.
@@ -319,9 +323,12 @@ impl Driver {
                     while self.welcome.first().is_some_and(|w| *w <= now) {
                         self.welcome.pop_first();
                     }
-                    self.shared.stats.hugz.inc();
-                    let sequence = self.shared.lock().sequence();
-                    let _ = self.publisher.send(hugz_message(sequence)).await;
+                    if !self.yielding {
+                        // (Silent while yielding: clients move to the peer sooner.)
+                        self.shared.stats.hugz.inc();
+                        let sequence = self.shared.lock().sequence();
+                        let _ = self.publisher.send(hugz_message(sequence)).await;
+                    }
                     self.pending.forget(now.into_std());
                 }
                 event = pub_events.next_event(), if monitor_open => match event {
@@ -410,7 +417,7 @@ impl Driver {
             Notice::Request(msg) => self.on_request(msg).await?,
             Notice::PeerAlive(state) => self.emit(HaEvent::PeerAlive(state)),
             Notice::PeerSilent => {
-                if self.confirming && self.config.start_alone {
+                if self.confirming && self.config.start_alone && !self.yielding {
                     tracing::warn!("the peer went silent before saying how new its map is: serving ours (start_alone)");
                     self.finish_promotion(None).await?;
                 } else if self.confirming {
@@ -445,7 +452,7 @@ impl Driver {
         let mut peersync = msg.frames().get(1..).and_then(parse_peersync);
         if peersync.is_some() && !self.sent_by_peer(&msg) {
             // Under CURVE only the peer's key may say how new "the peer's" map is: a client's
-            // PEERSYNC? must neither stop us (a newer freshness while confirming) nor end our
+            // PEERSYNC? must neither make us step aside (a newer freshness while confirming) nor end our
             // confirming before the peer has spoken. It is served as a client's request.
             if let Some(suppressed) = zmtp::throttle::allow("chp: PEERSYNC? from a client key") {
                 tracing::warn!(suppressed, "a PEERSYNC? from a key that is not the peer's: its freshness is ignored");
@@ -462,26 +469,30 @@ impl Driver {
             };
             let ours = self.freshness();
             if theirs.is_some_and(|theirs| theirs > ours) {
+                // The peer takes over once it has this answer (it asks again after each
+                // peer_sync_timeout while it has not: each ask is answered).
                 let identity = msg.frames()[0].clone();
                 let answer = Message::from(vec![identity, bytes::Bytes::from_static(PEER_NEWER.as_bytes())]);
-                // Written before we stop (the peer takes over only once it has it).
-                let voter = self.star.voter().clone();
-                let _ = voter.send(answer).await;
-                voter.set_linger(Some(self.config.heartbeat));
-                let _ = tokio::time::timeout(2 * self.config.heartbeat, voter.close()).await;
-                tracing::error!(
-                    ours = ?ours,
-                    theirs = ?theirs,
-                    "the peer's map is newer than ours (both restarted): stopping so it takes over; \
-                     restarted, this server follows it"
-                );
-                return Err(HaError::Journal(format!(
-                    "the peer's map is newer (epoch {}, sequence {}) than ours (epoch {}, sequence {}): it takes over",
-                    theirs.map_or(0, |f| f.epoch),
-                    theirs.map_or(0, |f| f.sequence),
-                    ours.epoch,
-                    ours.sequence
-                )));
+                let _ = self.star.voter().send(answer).await;
+                if !self.yielding {
+                    // Fall silent rather than stop: the peer, finding us silent, takes over on a
+                    // client's vote, and we yield to it on hearing it ACTIVE (split-brain healing)
+                    // and follow. A stopped server restarted at once (a service manager) came back
+                    // ACTIVE before its peer had found it silent, and stopped again, in a loop.
+                    self.yielding = true;
+                    self.star.fall_silent();
+                    tracing::warn!(
+                        ours = ?ours,
+                        theirs = ?theirs,
+                        "the peer's map is newer than ours (both restarted): falling silent so that it takes over; \
+                         this server then follows it"
+                    );
+                }
+                return Ok(());
+            }
+            if self.yielding {
+                // Silent for a peer that said its map is newer: no promotion on another's word.
+                return Ok(());
             }
             self.finish_promotion(theirs.map(|f| f.epoch)).await?;
         } else if let (Some(Some(theirs)), Some(_)) = (peersync, &self.persist) {

@@ -38,9 +38,12 @@
 //!   map whole on a `PEERSYNC?`. Each promotion starts a new epoch, stored beside the map, and
 //!   maps are ordered by (epoch, sequence) ([`crate::command::Freshness`]). A durable passive's
 //!   `PEERSYNC?` carries its own; an active formed with a live peer after a restart serves
-//!   nothing until it has it, and stops ([`HaError::Journal`]) answering
-//!   [`PEER_NEWER`](crate::command::PEER_NEWER) if the peer's map is newer: the peer takes over,
-//!   and the stopped server, restarted, follows it. A durable primary restarted alone waits for
+//!   nothing until it has it. If the peer's map is newer it answers
+//!   [`PEER_NEWER`](crate::command::PEER_NEWER) and falls silent (no Binary Star state, no HUGZ:
+//!   [`bstar::Handle::fall_silent`]); the peer, finding it silent, takes over on a client's vote,
+//!   and the silent server, hearing the peer ACTIVE, yields ([`bstar::split`]) and follows it. It
+//!   does not stop: a stopped server that a service manager restarted at once came back ACTIVE
+//!   before its peer had found it silent, and stopped again. A durable primary restarted alone waits for
 //!   its peer unless [`HaConfig::start_alone`]. Under CURVE only the peer's key may say how new
 //!   its map is (another key's `PEERSYNC?` is a client's request); without it nothing is
 //!   authenticated, and anyone who reaches P could claim a newer map.

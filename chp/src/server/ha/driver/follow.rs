@@ -59,6 +59,9 @@ impl Driver {
     pub(super) fn become_passive(&mut self) {
         tracing::info!(peer = %self.config.peer, "passive: following the active");
         self.role = State::Passive;
+        // An active yielding to a newer peer's map (or healing a split brain) stops confirming.
+        self.confirming = false;
+        self.yielding = false;
         self.was_passive = true;
         self.peer_synced = false;
         self.newer_than_peer = false;
@@ -216,9 +219,9 @@ impl Driver {
     pub(super) async fn on_peer_snapshot(&mut self, msg: Message) -> Result<(), JournalError> {
         let now = Instant::now();
         if matches!(msg.frames(), [answer] if answer == PEER_NEWER) {
-            // Both of us restarted from our journals and ours is newer: the active stops, and we
-            // take over (on a client's vote) holding the truth.
-            tracing::warn!("the active's map is older than ours: it stops, and this server takes over");
+            // Both of us restarted from our journals and ours is newer: the active falls silent,
+            // and we take over (on a client's vote, once it is silent) holding the truth.
+            tracing::warn!("the active's map is older than ours: it steps aside, and this server takes over");
             self.newer_than_peer = true;
             self.holds_truth = true;
             self.star.set_eligible(true);
