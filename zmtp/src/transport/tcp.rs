@@ -38,8 +38,10 @@ pub(super) fn interface_address(name: &str, ipv6: bool) -> Option<IpAddr> {
 
 pub(super) async fn bind(host: &str, port: u16, how: super::BindOptions) -> io::Result<(TcpListener, String)> {
     let addr = bind_address(host, port, how.ipv6).await?;
-    // What `TcpListener::bind` does (SO_REUSEADDR, as libzmq), with the socket's backlog.
+    // What `TcpListener::bind` does, with the socket's backlog: SO_REUSEADDR on Unix, as libzmq
+    // (on Windows it would let another socket take the port; libzmq uses SO_EXCLUSIVEADDRUSE there).
     let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    #[cfg(not(windows))]
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     let listener = socket.listen(how.backlog)?;
