@@ -190,11 +190,11 @@ async fn an_absurd_peer_epoch_does_not_overflow() {
 
 /// Under CURVE only the peer's key says how new "the peer's" map is. A client that floods the
 /// restarted primary's snapshot port with PEERSYNC?s claiming the newest possible map, from
-/// before the pair forms until after, neither stops it while it confirms (without CURVE it would:
-/// nothing there is authenticated) nor ends its confirming early: the backup's own PEERSYNC?
-/// decides, and the pair serves the map it had.
+/// before the pair forms until after, neither makes it step aside while it confirms (without CURVE
+/// it would: nothing there is authenticated) nor ends its confirming early: the backup's own
+/// PEERSYNC? decides, and the pair serves the map it had.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_curve_a_clients_peersync_cannot_stop_the_active() {
+async fn under_curve_a_clients_peersync_cannot_make_the_active_step_aside() {
     bounded(async {
         let ports = PairPorts::new();
         let (a, b) = (DataDir::new(), DataDir::new());
@@ -237,7 +237,7 @@ async fn under_curve_a_clients_peersync_cannot_stop_the_active() {
         step("pair formed under the flood", backup.wait_for(|s| s.state == State::Passive && s.peer_synced))
             .await
             .unwrap();
-        assert_eq!(primary.state(), State::Active, "the flood did not stop the primary");
+        assert_eq!(primary.state(), State::Active, "the flood did not make the primary step aside");
         assert_eq!((primary.sequence(), primary.len()), (last, 10));
         flood.abort();
         forger.close().await;
