@@ -405,7 +405,27 @@ async fn client_cycles_while_the_server_is_down_and_resyncs_when_it_returns() {
             wait_event(&mut events, |e| matches!(e, Event::ServerLost { .. })).await;
         }
         assert!(matches!(c.status(), Status::Connecting(_) | Status::Syncing(_)));
-        let second = server_with(|cfg| cfg.port = addr.port()).await;
+        // The same port again. Another test of this binary may hold it meanwhile (each takes a
+        // random triple of ports, and this one let its own go): wait for it, bounded.
+        let config = chp::ServerConfig {
+            bind: "127.0.0.1".into(),
+            hugz_interval: HUGZ,
+            port: addr.port(),
+            ..chp::ServerConfig::default()
+        };
+        let mut tries = 0;
+        let second = loop {
+            match chp::Server::bind(config.clone()).await {
+                Ok(server) => break server,
+                Err(chp::server::ServerError::Bind { source: zmtp::Error::Io(e), .. })
+                    if e.kind() == std::io::ErrorKind::AddrInUse && tries < 200 =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("server binds again: {e:?}"),
+            }
+        };
         let writer = client(&addr, "").await;
         assert_eq!(writer.set("/new", "2", None).await, Ok(Some(1)));
         // The re-sync reports /old deleted (absent from the new server) and /new set, in some order.
