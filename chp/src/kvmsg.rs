@@ -243,13 +243,14 @@ impl KvMsg {
 
     /// The five frames.
     pub fn to_message(&self) -> Message {
-        let mut msg = Message::new();
+        let mut msg = Message::with_capacity(5);
         self.push_frames(&mut msg);
         msg
     }
 
     /// Appends the five frames to `msg` (after a routing id, for ROUTER sockets).
     pub fn push_frames(&self, msg: &mut Message) {
+        msg.reserve(5);
         msg.push(self.key.clone());
         msg.push(Bytes::copy_from_slice(&self.sequence.to_be_bytes()));
         msg.push(self.uuid.map(|u| Bytes::copy_from_slice(u.as_bytes())).unwrap_or_default());

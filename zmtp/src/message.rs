@@ -126,6 +126,25 @@ impl Message {
         self
     }
 
+    /// An empty message with room for `frames` frames: one allocation for the frame list
+    /// (none for up to two), where pushing them one by one grows it step by step.
+    ///
+    /// ```
+    /// let mut msg = zmtp::Message::with_capacity(3);
+    /// msg.push("key").push("sequence").push("value");
+    /// assert_eq!(msg.len(), 3);
+    /// ```
+    pub fn with_capacity(frames: usize) -> Self {
+        let mut msg = Self::new();
+        msg.reserve(frames);
+        msg
+    }
+
+    /// Makes room for `additional` more frames, in one allocation if they do not fit.
+    pub fn reserve(&mut self, additional: usize) {
+        self.frames.reserve_exact(additional);
+    }
+
     /// Inserts a frame at the front (envelopes).
     pub fn push_front(&mut self, frame: impl Into<Bytes>) -> &mut Self {
         self.frames.insert(0, frame.into());

@@ -322,8 +322,10 @@ pub fn markdown(
         ),
         ("updates/s delivered to both subscriber processes, same run", "procs_clients_delivered_per_s", rate),
         ("server CPU per update (user+sys), same run", "procs_clients_server_cpu_us", cpu_micros),
-        ("set → watcher latency, p50", "p50_us", micros),
-        ("set → watcher latency, p99", "p99_us", micros),
+        ("set → watcher latency, idle server, p50", "p50_us", micros),
+        ("set → watcher latency, idle server, p99", "p99_us", micros),
+        ("set → watcher latency at 50,000 background updates/s, p50", "loaded_p50_us", micros),
+        ("set → watcher latency at 50,000 background updates/s, p99", "loaded_p99_us", micros),
         ("snapshot of 1M keys, raw ICANHAZ? → KTHXBAI", "snapshot_raw_s", secs),
         ("snapshot of 1M keys, client connect + full sync", "snapshot_sync_s", secs),
     ];
@@ -695,11 +697,14 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         sync.map(secs).unwrap_or("—".into()),
         verdict(raw.zip(sync).map(|(r, s)| r <= 0.5 && s <= 0.5)),
     );
-    let p99 = chp("p99_us");
+    // "At moderate load": another client writing 50,000 updates/s meanwhile. The idle figure is
+    // shown beside it (on this VM an idle machine wakes its threads more slowly).
+    let (p99, idle_p99) = (chp("loaded_p99_us"), chp("p99_us"));
     let _ = writeln!(
         s,
-        "| CHP set → watcher p99 ≤ 100 µs | {} | {} |",
+        "| CHP set → watcher p99 ≤ 100 µs at moderate load | {} at 50,000 background updates/s (idle server: {}) | {} |",
         p99.map(micros).unwrap_or("—".into()),
+        idle_p99.map(micros).unwrap_or("—".into()),
         verdict(p99.map(|v| v <= 100.0)),
     );
     let crowd = chp("crowd_clients");

@@ -13,8 +13,6 @@
 
 mod procs;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -51,6 +49,10 @@ struct Args {
     /// Repeat the largest snapshot measurement this many times (to profile it).
     #[arg(long, default_value_t = 1)]
     snapshot_runs: usize,
+    /// Run only these parts (comma-separated: memory, throughput, processes, latency, snapshot);
+    /// all by default. One part alone is what to profile.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Run as a child of the multi-process measurement (internal).
     #[arg(long, hide = true)]
     role: Option<procs::Role>,
@@ -82,6 +84,61 @@ fn options(address: &chp::ServerAddress, subtree: &str) -> ClientOptions {
         .set_timing(Duration::from_secs(10), Duration::from_secs(60))
 }
 
+/// Background writes per second while the latency is measured "at a moderate load": a few percent
+/// of what one server confirms (BENCHMARKS.md).
+const BACKGROUND_RATE: u64 = 50_000;
+
+/// 2,000 samples of the time from a `set` to a watcher's event for it (writer and watcher on one
+/// subtree, one set at a time).
+async fn latency_samples(
+    addr: &chp::ServerAddress,
+    value: &Bytes,
+) -> Result<Vec<Duration>, Box<dyn std::error::Error>> {
+    let writer = Client::start(options(addr, "/lat/"))?;
+    let watcher = Client::start(options(addr, "/lat/"))?;
+    writer.synced().await?;
+    watcher.synced().await?;
+    let mut events = watcher.events();
+    let mut samples = Vec::with_capacity(2000);
+    for i in 0..2000u64 {
+        let t0 = Instant::now();
+        let (w, value) = (writer.clone(), value.clone());
+        let set = tokio::spawn(async move { w.set(format!("/lat/{}", i % 100), value, None).await });
+        loop {
+            if let Some(Event::Set { .. }) = events.next().await {
+                break;
+            }
+        }
+        samples.push(t0.elapsed());
+        set.await??;
+    }
+    writer.close().await;
+    watcher.close().await;
+    Ok(samples)
+}
+
+/// Writes `rate` updates per second (in 1 ms steps, confirmations awaited with up to a second's
+/// worth in flight) under `/bg/` until aborted.
+async fn background_writes(addr: chp::ServerAddress, value: Bytes, rate: u64) {
+    let c = Client::start(options(&addr, "/bg/")).expect("client");
+    c.synced().await.expect("synced");
+    let per_step = (rate / 1000).max(1);
+    let mut step = tokio::time::interval(Duration::from_millis(1));
+    let mut inflight = std::collections::VecDeque::new();
+    let mut i = 0u64;
+    loop {
+        step.tick().await;
+        for _ in 0..per_step {
+            while inflight.len() as u64 >= rate {
+                let confirmation: chp::Confirmation = inflight.pop_front().expect("in flight");
+                confirmation.await.expect("set confirmed");
+            }
+            inflight.push_back(c.submit(format!("/bg/{}", i % 10_000), value.clone(), None).await.expect("submitted"));
+            i += 1;
+        }
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if let Some(role) = args.role {
@@ -91,14 +148,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         runtime.block_on(procs::child(role, args.server.expect("--server"), args.id, args.count, args.value));
         return Ok(());
     }
+    if std::env::var_os("PERF_CURRENT_THREAD").is_some() {
+        return tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(measure(args));
+    }
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(measure(args))
 }
 
 async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let value = Bytes::from(vec![b'v'; args.value]);
+    let part = |name: &str| args.only.is_empty() || args.only.iter().any(|p| p == name);
 
     // 1. Memory per stored key: the state machine alone.
-    {
+    if part("memory") {
         let before = rss_bytes();
         let t0 = Instant::now();
         let mut state = ServerState::new(Instant::now());
@@ -141,11 +202,12 @@ async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ..ServerConfig::default()
     })
     .await?;
-    let addr = server.address().clone();
+    // The latency part may measure a server in a process of its own (`--server`), as deployed.
+    let addr = args.server.clone().unwrap_or_else(|| server.address().clone());
 
     // 2. Throughput: publishers (each its own subtree, so it only hears its own echoes) send
     // confirmed sets with many in flight; subscribers take the whole map.
-    {
+    if part("throughput") {
         let subscribers: Vec<Client> = futures::future::join_all((0..args.subscribers).map(|_| async {
             let c = Client::start(options(&addr, "")).unwrap();
             c.synced().await.unwrap();
@@ -204,7 +266,7 @@ async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // 5 (run here, on a server with an empty map). Separate processes.
-    if args.process_updates > 0 {
+    if args.process_updates > 0 && part("processes") {
         let per = args.process_updates / args.publishers;
         for (replay, what) in [(true, "replay"), (false, "clients")] {
             let m = procs::measure(replay, &addr, args.publishers, args.subscribers, per, args.value).await;
@@ -224,41 +286,36 @@ async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    // 3. Latency from set() to a watcher's event.
-    {
-        let writer = Client::start(options(&addr, "/lat/")).unwrap();
-        let watcher = Client::start(options(&addr, "/lat/")).unwrap();
-        writer.synced().await?;
-        watcher.synced().await?;
-        let mut events = watcher.events();
-        let received = Arc::new(AtomicU64::new(0));
-        let mut samples = Vec::new();
-        for i in 0..2000u64 {
-            let t0 = Instant::now();
-            let w = writer.clone();
-            let value = value.clone();
-            let set = tokio::spawn(async move { w.set(format!("/lat/{}", i % 100), value, None).await });
-            loop {
-                if let Some(Event::Set { .. }) = events.next().await {
-                    break;
+    // 3. Latency from set() to a watcher's event: on an idle server, and at a moderate load
+    // (another client writing at a steady rate meanwhile, as a server in use sees).
+    if part("latency") {
+        for rate in [0, BACKGROUND_RATE] {
+            let background = (rate > 0).then(|| tokio::spawn(background_writes(addr.clone(), value.clone(), rate)));
+            let mut samples = latency_samples(&addr, &value).await?;
+            let load = match background {
+                Some(task) => {
+                    task.abort();
+                    format!(" at {rate} updates/s of background writes")
                 }
-            }
-            samples.push(t0.elapsed());
-            set.await??;
-            received.fetch_add(1, Ordering::Relaxed);
+                None => String::new(),
+            };
+            samples.sort();
+            let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+            println!(
+                "latency set -> watcher event{load} ({} samples): p50 {:?}, p99 {:?}, max {:?}",
+                samples.len(),
+                pct(0.5),
+                pct(0.99),
+                samples[samples.len() - 1]
+            );
         }
-        samples.sort();
-        let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
-        println!(
-            "latency set -> watcher event ({} samples): p50 {:?}, p99 {:?}, max {:?}",
-            samples.len(),
-            pct(0.5),
-            pct(0.99),
-            samples[samples.len() - 1]
-        );
     }
 
     // 4. Snapshots of 100k and 1M keys.
+    if !part("snapshot") {
+        server.close().await;
+        return Ok(());
+    }
     let loader = Socket::new(SocketType::Pub);
     // Unbounded on our side (messages and bytes: zmtp's 128 MiB default per peer would drop part of
     // a million 100 B updates queued at once); the server's collector applies backpressure.

@@ -50,9 +50,43 @@ pub(super) enum SyncState {
 
 /// A snapshot on its way.
 pub(super) struct Syncing {
-    entries: BTreeMap<Bytes, Bytes>,
+    entries: Entries,
     queued: Vec<KvMsg>,
     request: Request,
+}
+
+/// A snapshot's KVSYNCs as they arrive, in arrival order: the server sends them in key order, so
+/// the map is built at the end in one pass (`BTreeMap`'s bulk build from sorted pairs, full
+/// nodes) instead of by a million inserts that each search the tree from its root (measured:
+/// a tenth of a 1M-key sync's CPU).
+#[derive(Default)]
+struct Entries {
+    /// Key and value, copied out of the message (whose buffer may hold much more than the pair);
+    /// an empty value deletes the key.
+    pairs: Vec<(Bytes, Bytes)>,
+    deletes: bool,
+}
+
+impl Entries {
+    fn push(&mut self, key: &[u8], value: &[u8]) {
+        self.deletes |= value.is_empty();
+        self.pairs.push((Bytes::copy_from_slice(key), Bytes::copy_from_slice(value)));
+    }
+
+    fn clear(&mut self) {
+        *self = Entries::default();
+    }
+
+    /// The map the pairs make when applied in order: the last pair of a key wins and an empty
+    /// value leaves the key out. Any order works; in key order the sort is one linear pass.
+    fn into_map(self) -> BTreeMap<Bytes, Bytes> {
+        // `from_iter` sorts stably and keeps the last of equal keys, as inserting in order does.
+        let mut map: BTreeMap<Bytes, Bytes> = self.pairs.into_iter().collect();
+        if self.deletes {
+            map.retain(|_, value| !value.is_empty());
+        }
+        map
+    }
 }
 
 /// When the snapshot being received was asked for.
@@ -147,7 +181,7 @@ impl SyncState {
     /// The state right after the first ICANHAZ? of an attempt.
     pub(super) fn start() -> SyncState {
         SyncState::Syncing(Syncing {
-            entries: BTreeMap::new(),
+            entries: Entries::default(),
             queued: Vec::new(),
             request: Request::Early { first: None },
         })
@@ -181,7 +215,7 @@ impl SyncState {
                 false => {
                     // Loaded a snapshot the subscription may have missed updates after.
                     *self = SyncState::Syncing(Syncing {
-                        entries: BTreeMap::new(),
+                        entries: Entries::default(),
                         queued: kvpub.into_iter().collect(),
                         request: Request::Live { reload: true },
                     });
@@ -200,12 +234,7 @@ impl SyncState {
                 if !subtree.contains(&kv.key) {
                     return Answer::OutsideSubtree(kv.key);
                 }
-                // Copied out of the message, whose buffer may hold much more than the pair.
-                if kv.value.is_empty() {
-                    syncing.entries.remove(&kv.key);
-                } else {
-                    syncing.entries.insert(Bytes::copy_from_slice(&kv.key), Bytes::copy_from_slice(&kv.value));
-                }
+                syncing.entries.push(&kv.key, &kv.value);
                 return Answer::Nothing;
             }
             SnapshotReply::KthxBai(end) => end,
@@ -222,7 +251,7 @@ impl SyncState {
             Request::Early { first: None } => (false, true),
             Request::Live { reload } => (true, !reload),
         };
-        let (entries, queued) = (std::mem::take(&mut syncing.entries), std::mem::take(&mut syncing.queued));
+        let (entries, queued) = (std::mem::take(&mut syncing.entries).into_map(), std::mem::take(&mut syncing.queued));
         *self = match exact {
             true => SyncState::Active,
             false => SyncState::Loaded { sequence: end.sequence },
@@ -425,5 +454,21 @@ mod tests {
         assert!(!First::Hugz(4).covers(3), "updates 4.. may have gone before the subscription");
         assert!(!First::Hugz(0).covers(0) && !First::Hugz(0).covers(3), "0 says nothing (12/CHP's HUGZ)");
         assert!(First::KvPub(u64::MAX).covers(u64::MAX), "no overflow");
+    }
+
+    #[test]
+    fn snapshot_pairs_make_the_map_that_applying_them_in_order_makes() {
+        let pairs = [("b", "1"), ("a", "1"), ("b", "2"), ("a", ""), ("c", "3"), ("d", ""), ("d", "4")];
+        let mut entries = Entries::default();
+        let mut model = BTreeMap::new();
+        for (k, v) in pairs {
+            entries.push(k.as_bytes(), v.as_bytes());
+            match v.is_empty() {
+                true => model.remove(k.as_bytes()),
+                false => model.insert(Bytes::from(k), Bytes::from(v)),
+            };
+        }
+        assert_eq!(entries.into_map(), model);
+        assert_eq!(model, map(&[("b", "2"), ("c", "3"), ("d", "4")]));
     }
 }

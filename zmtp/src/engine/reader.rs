@@ -56,6 +56,7 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
             ttl: None,
             large_frames: false,
             max_frames: opts.max_frames,
+            frames_hint: 0,
         };
         let mut batch: VecDeque<Message> = VecDeque::new();
         let mut ttl_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
@@ -162,7 +163,15 @@ struct Decoding {
     /// Whether the last frame was large (the next read may be larger).
     large_frames: bool,
     max_frames: Option<usize>,
+    /// Frames of the last message (at most [`FRAMES_HINT_MAX`]): the next one's frame list is
+    /// allocated at that size when it starts. A connection's messages tend to have one shape, and
+    /// growing the list frame by frame (inline 2, then 4, then 8) cost an allocation and a
+    /// reallocation per 5-frame CHP snapshot message: a fifth of a 1M-key snapshot's CPU.
+    frames_hint: u8,
 }
+
+/// The largest frame list allocated ahead of a message's frames (a hint, never a bound).
+const FRAMES_HINT_MAX: usize = 16;
 
 impl Decoding {
     /// Decodes the frames in `buf` into messages in `batch` (answering PINGs on `out`) until the
@@ -199,11 +208,17 @@ impl Decoding {
                 continue;
             }
             let more = frame.more();
+            if self.partial.is_empty() {
+                self.partial.reserve(usize::from(self.frames_hint));
+            }
             self.partial.push(frame.body);
             if let Some(limit) = self.max_frames
                 && self.partial.len() > limit
             {
                 return Err(LimitError::Frames { limit }.into());
+            }
+            if !more {
+                self.frames_hint = self.partial.len().min(FRAMES_HINT_MAX) as u8;
             }
             if !more && let Some(subscription) = inlet.message(std::mem::take(&mut self.partial), batch) {
                 return Ok(Some(Pause::SubscriptionMessage(subscription)));
