@@ -381,7 +381,24 @@ fn return_value(r: Result<BTreeMap<String, f64>, String>) -> Result<Outcome, Str
     r.map(Outcome::Values)
 }
 
+/// A port that is free now, below Linux's ephemeral range (32768–60999 by default). A port the
+/// kernel picks for `bind(0)` comes from that range, and once released it can be taken as the
+/// source port of any outgoing connection before the cell binds it: a fan-out cell's control
+/// port failed so ("bind control port": address in use).
 fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+    for _ in 0..1000 {
+        // SplitMix64 over a per-process counter mixed with the clock.
+        let mut z = seed.wrapping_add(STATE.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let port = 20_000 + ((z ^ (z >> 31)) % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 

@@ -301,7 +301,7 @@ pub fn markdown(
     let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");
     let chp_row = Row { id: "chp".into(), label: String::new(), kind: Kind::Mem { n: 0, procs: 0 } };
     let zmtp_col = present.iter().find(|v| v.name == "zmtp");
-    let chp_rows: [(&str, &str, Format); 12] = [
+    let chp_rows: [(&str, &str, Format); 14] = [
         (
             "updates/s through one server (confirmed to the publishers), clients in the server's process",
             "confirmed_per_s",

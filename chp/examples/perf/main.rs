@@ -56,9 +56,14 @@ struct Args {
     /// Run as a child of the multi-process measurement (internal).
     #[arg(long, hide = true)]
     role: Option<procs::Role>,
-    /// The server a child talks to (internal).
-    #[arg(long, hide = true)]
+    /// The server a child talks to; for the latency part, a server running in a process of its
+    /// own (`chp server`) to measure against instead of the one in this process.
+    #[arg(long)]
     server: Option<chp::ServerAddress>,
+    /// Run this process on tokio's current-thread runtime (clients and server on one thread:
+    /// no wake-ups across threads) instead of the multi-thread one.
+    #[arg(long)]
+    current_thread: bool,
     /// A child's number (internal).
     #[arg(long, hide = true, default_value_t = 0)]
     id: usize,
@@ -148,7 +153,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         runtime.block_on(procs::child(role, args.server.expect("--server"), args.id, args.count, args.value));
         return Ok(());
     }
-    if std::env::var_os("PERF_CURRENT_THREAD").is_some() {
+    if args.current_thread {
         return tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(measure(args));
     }
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(measure(args))
