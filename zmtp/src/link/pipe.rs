@@ -198,6 +198,15 @@ impl OutPipe {
         }
     }
 
+    /// Gives back the queue's allocation if it is empty and holds more than `keep` items: the
+    /// writer calls it once the pipe has been quiet for a while after a burst.
+    pub fn release_idle_queue(&self, keep: usize) {
+        let mut s = self.lock();
+        if s.queue.is_empty() && s.queue.capacity() > keep {
+            s.queue = VecDeque::new();
+        }
+    }
+
     /// Moves everything queued into `out` (which must be empty). Returns `false` when nothing was
     /// queued and the socket is closing, i.e. the writer is done.
     ///
@@ -308,6 +317,24 @@ mod tests {
     /// A one-frame message costing `cost` bytes (at least one frame's charge).
     fn msg(cost: usize) -> Message {
         Message::single(vec![0u8; cost.saturating_sub(FRAME_COST)])
+    }
+
+    #[test]
+    fn a_quiet_pipe_gives_back_a_large_empty_queue_only() {
+        let p = pipe(0, 0);
+        let mut kept = VecDeque::with_capacity(4096);
+        p.drain(&mut kept); // the writer's kept queue is now the pipe's
+        p.try_push(msg(10)).unwrap();
+        p.release_idle_queue(256);
+        assert!(p.lock().queue.capacity() >= 4096, "not empty: kept");
+        let mut taken = VecDeque::new();
+        p.drain(&mut taken);
+        p.release_idle_queue(256);
+        assert_eq!(p.lock().queue.capacity(), 0);
+        let mut small = VecDeque::with_capacity(16);
+        std::mem::swap(&mut p.lock().queue, &mut small);
+        p.release_idle_queue(256);
+        assert!(p.lock().queue.capacity() >= 16, "small: kept");
     }
 
     #[test]
