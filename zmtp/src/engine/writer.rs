@@ -195,10 +195,12 @@ fn retention(queue_capacity: usize, held: usize) -> (Keep, Keep) {
     if queue_capacity <= TRICKLE_QUEUED {
         return (Keep::No, Keep::No);
     }
-    let queue = match queue_capacity {
-        0..=KEEP_QUEUED => Keep::Yes,
-        ..=BUSY_QUEUED_MAX => Keep::WhileBusy,
-        _ => Keep::No,
+    let queue = if queue_capacity <= KEEP_QUEUED {
+        Keep::Yes
+    } else if queue_capacity <= BUSY_QUEUED_MAX {
+        Keep::WhileBusy
+    } else {
+        Keep::No
     };
     let buffer = if held > KEEP_BUFFER { Keep::WhileBusy } else { Keep::Yes };
     (queue, buffer)
