@@ -112,9 +112,10 @@ impl OutPipe {
     }
 
     /// Queues a message shared with other pipes unless this one is at its HWM (it counts in
-    /// full against each pipe's HWMs, as a copy would); whether it was queued.
-    pub fn try_push_shared(&self, msg: &Arc<Message>) -> bool {
-        self.try_push_item(Outbound::Shared(msg.clone()), cost(msg)).is_ok()
+    /// full against each pipe's HWMs, as a copy would, by its [`cost`], computed once for all of
+    /// them); whether it was queued.
+    pub fn try_push_shared(&self, msg: &Arc<Message>, cost: usize) -> bool {
+        self.try_push_item(Outbound::Shared(msg.clone()), cost).is_ok()
     }
 
     fn try_push_item(&self, item: Outbound, cost: usize) -> Result<(), Outbound> {

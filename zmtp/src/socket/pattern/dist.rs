@@ -187,9 +187,10 @@ impl Distributor {
             }
             _ => {
                 // Several subscribers share one copy (see `Outbound::Shared`).
+                let cost = crate::link::pipe::cost(&msg);
                 let shared = Arc::new(msg);
                 for id in targets.iter() {
-                    subscribers[id].out.try_push_shared(&shared);
+                    subscribers[id].out.try_push_shared(&shared, cost);
                 }
             }
         }
