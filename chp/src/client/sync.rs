@@ -59,18 +59,39 @@ pub(super) struct Syncing {
 /// the map is built at the end in one pass (`BTreeMap`'s bulk build from sorted pairs, full
 /// nodes) instead of by a million inserts that each search the tree from its root (measured:
 /// a tenth of a 1M-key sync's CPU).
+///
+/// The size-limited build (feature `small`) inserts into the map as the pairs arrive instead:
+/// `from_iter` brings a stable sort's code, and the binary's limit is tight.
 #[derive(Default)]
 struct Entries {
     /// Key and value, copied out of the message (whose buffer may hold much more than the pair);
     /// an empty value deletes the key.
+    #[cfg(not(feature = "small"))]
     pairs: Vec<(Bytes, Bytes)>,
+    #[cfg(not(feature = "small"))]
     deletes: bool,
+    #[cfg(feature = "small")]
+    map: BTreeMap<Bytes, Bytes>,
 }
 
 impl Entries {
+    #[cfg(not(feature = "small"))]
     fn push(&mut self, key: &[u8], value: &[u8]) {
         self.deletes |= value.is_empty();
         self.pairs.push((Bytes::copy_from_slice(key), Bytes::copy_from_slice(value)));
+    }
+
+    #[cfg(feature = "small")]
+    fn push(&mut self, key: &[u8], value: &[u8]) {
+        match value.is_empty() {
+            true => self.map.remove(key),
+            false => self.map.insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value)),
+        };
+    }
+
+    #[cfg(feature = "small")]
+    fn into_map(self) -> BTreeMap<Bytes, Bytes> {
+        self.map
     }
 
     fn clear(&mut self) {
@@ -79,6 +100,7 @@ impl Entries {
 
     /// The map the pairs make when applied in order: the last pair of a key wins and an empty
     /// value leaves the key out. Any order works; in key order the sort is one linear pass.
+    #[cfg(not(feature = "small"))]
     fn into_map(self) -> BTreeMap<Bytes, Bytes> {
         // `from_iter` sorts stably and keeps the last of equal keys, as inserting in order does.
         let mut map: BTreeMap<Bytes, Bytes> = self.pairs.into_iter().collect();
