@@ -117,6 +117,9 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
             {
                 awaiting = None; // any inbound frame since the PING counts as an answer
             }
+            // The (empty) queue the pipe gets in exchange: if large, the release timer must give
+            // it back should the pipe go quiet, whatever this batch's own queue is.
+            let lent = items.capacity();
             let more = out.drain(&mut items);
             // Written in rounds of about WRITE_ROUND bytes (a ping alone makes one round too). Each round's
             // buffer is reserved once (growing it frame by frame re-copied it several times per batch) and
@@ -163,7 +166,7 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
             if keep_buffer == Keep::No {
                 (buf, chunks, held) = (BytesMut::new(), Vec::new(), 0);
             }
-            if keep_queue == Keep::WhileBusy || keep_buffer == Keep::WhileBusy {
+            if keep_queue == Keep::WhileBusy || keep_buffer == Keep::WhileBusy || lent > KEEP_QUEUED {
                 let at = Instant::now() + RELEASE_AFTER;
                 match release.as_mut() {
                     Some(t) => t.as_mut().reset(at),
