@@ -4,7 +4,14 @@
 use zmtp::{Socket, SocketType};
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // The loop runs in a spawned task, as a tokio server's work does. In the `block_on` future
+    // itself, every wake from zmtp's connection tasks costs a zero-timeout `epoll_wait` first: the
+    // current-thread scheduler polls its driver before it polls a `block_on` future a task woke.
+    tokio::spawn(run()).await?
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args: Vec<String> = std::env::args().collect();
     let busy_poll: Option<u64> = match &args[..] {
         [_, _, _, _, flag, us] if flag == "--busy-poll" => Some(us.parse()?),

@@ -61,6 +61,10 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
         let mut batch: VecDeque<Message> = VecDeque::new();
         let mut ttl_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         let mut read_size = MIN_READ;
+        // Whether the last read filled what it offered: the peer is likely ahead of us.
+        let mut busy_read = false;
+        let current_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|rt| rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
         loop {
             // Whatever decoded cleanly before a protocol error is still delivered (libzmq flushes too).
             let mut saw_frames = false;
@@ -83,15 +87,17 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
             let delivered = !batch.is_empty();
             inlet.flush(&mut batch).await;
             decoded?;
-            if delivered {
+            if delivered && (busy_read || !current_thread) {
                 // Let the application take what was just delivered before reading on. Otherwise, on a
                 // current-thread runtime, the reader runs through its whole budget first (128 reads: 32 MiB
                 // of 64 KiB messages held at once), and the allocator hands back and refaults that much
                 // memory every round (6 to 12 page faults per 64 KiB message).
-                // Yielding only after busy reads saved a request-reply loop in a spawned task one
-                // zero-timeout `epoll_wait` per round trip, but CHP's set -> watcher latency rose
-                // from p50 60-77 µs to 77-95 µs (4 A/B runs each): under load the yield finds the
-                // next bytes sooner than waiting for the driver to report them.
+                // On a current-thread runtime, only after a read that took all it was offered: after a
+                // short one the socket is drained (tokio clears its readiness) and the next read parks
+                // at no cost, while a yield costs a zero-timeout `epoll_wait` (one per request-reply
+                // round trip in a spawned task, half its poll syscalls). On the multi-thread runtime
+                // the yield keeps the worker from parking: CHP's set -> watcher p50 rose from 87 to
+                // 99 µs idle and 77 to 85 µs loaded without it (medians of 10 alternating runs).
                 tokio::task::yield_now().await;
             }
             if buf.is_empty() && buf.capacity() > 0 && read_size == MIN_READ {
@@ -128,6 +134,7 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
             if n == 0 {
                 return Err(ConnectionError::PeerClosed);
             }
+            busy_read = n >= read_size;
             // A read that filled what we offered suggests a busy peer: offer more next time; a short one
             // lets the offer shrink back.
             let max_read = if decoding.large_frames { MAX_READ } else { MAX_READ_SMALL_FRAMES };
