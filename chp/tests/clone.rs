@@ -472,14 +472,17 @@ async fn sequence_gap_fails_the_client_under_the_fail_policy() {
         let fake = Fake::bind().await;
         let client = Client::start(options(&fake.address, "").gap_policy(GapPolicy::Fail)).unwrap();
         let (id, _) = fake.await_icanhaz().await;
-        fake.reply(&id, &[], 1).await;
+        step("reply", fake.reply(&id, &[], 1)).await;
         step("sync", client.loaded()).await.unwrap();
-        fake.publish("a", "1", 2).await;
-        fake.publish("a", "2", 4).await;
+        step("publish 2", fake.publish("a", "1", 2)).await;
+        step("publish 4", fake.publish("a", "2", 4)).await;
         let mut status = client.status_watch();
         step("failed", status.wait_for(|s| matches!(s, Status::Failed(_)))).await.unwrap();
-        assert!(matches!(client.set("x", "1", None).await, Err(ClientError::Failed(_) | ClientError::Closed)));
-        assert_eq!(client.synced().await, Err(ClientError::Failed(Failure::Gap { expected: 3, got: 4 })));
+        // Each wait under its own step: one full-suite run timed out here (30 s) and did not say where.
+        let set = step("set refused", client.set("x", "1", None)).await;
+        assert!(matches!(set, Err(ClientError::Failed(_) | ClientError::Closed)));
+        let synced = step("synced", client.synced()).await;
+        assert_eq!(synced, Err(ClientError::Failed(Failure::Gap { expected: 3, got: 4 })));
         assert_eq!(client.get("a").as_deref(), Some(&b"1"[..]));
     })
     .await;

@@ -44,13 +44,13 @@ impl MessageKey {
     }
 
     /// The stream for one nonce, and the one-time MAC key its first 32 bytes make.
-    fn stream(&self, nonce: &[u8; 24]) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
-        XSalsaBox::new(&self.0, nonce)
+    fn stream(&self, nonce: &[u8; 24], len: usize) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
+        XSalsaBox::new(&self.0, nonce, len)
     }
 
     /// Encrypts `buf` in place and returns its tag.
     pub(crate) fn seal(&self, nonce: &[u8; 24], buf: &mut [u8]) -> Tag {
-        let (mut stream, mac_key) = self.stream(nonce);
+        let (mut stream, mac_key) = self.stream(nonce, buf.len());
         stream.apply(buf);
         tag(&mac_key, buf)
     }
@@ -58,7 +58,7 @@ impl MessageKey {
     /// Checks `tag` over `buf` (in constant time) and decrypts `buf` in place; `Err` leaves it as
     /// it was.
     pub(crate) fn open(&self, nonce: &[u8; 24], buf: &mut [u8], expected: &Tag) -> Result<(), ()> {
-        let (mut stream, mac_key) = self.stream(nonce);
+        let (mut stream, mac_key) = self.stream(nonce, buf.len());
         if !bool::from(tag(&mac_key, buf).ct_eq(expected)) {
             return Err(());
         }
@@ -137,7 +137,7 @@ mod timing {
         let (nonce, mut buf, n) = ([3u8; 24], vec![0u8; 65536], 2000);
         let t = std::time::Instant::now();
         for _ in 0..n {
-            key.stream(&nonce).0.apply(&mut buf);
+            key.stream(&nonce, buf.len()).0.apply(&mut buf);
         }
         println!("xsalsa20 64 KiB: {:?}", t.elapsed() / n);
         let t = std::time::Instant::now();

@@ -7,7 +7,10 @@
 //! aarch64, plain arrays where there is neither), so that every step of a round is one vector
 //! operation on four independent values. Arrays of four `u32` were not enough: the compiler kept
 //! them scalar (no vector rotate on SSE2), 100–110 µs per 64 KiB; the vectors take it to ~42 µs.
-//! The tests hold it to the `salsa20` crate byte for byte.
+//! On x86-64 builds that do not target AVX2 (the default), the CPU is asked once at run time
+//! and, where it has AVX2, eight blocks are computed side by side in 256-bit vectors ([`avx2`],
+//! through `pulp`'s safe, feature-checked intrinsics): 36 µs per 64 KiB instead of 44.
+//! The tests hold every path to the `salsa20` crate byte for byte.
 
 use zeroize::Zeroizing;
 
@@ -18,8 +21,13 @@ use zeroize::Zeroizing;
 const LANES: usize = 8;
 #[cfg(not(target_feature = "avx2"))]
 const LANES: usize = 4;
-/// Bytes of keystream per pass.
+/// Bytes of keystream per pass of the portable lanes.
 pub(crate) const PASS: usize = 64 * LANES;
+/// The keystream buffer: room for the widest pass this build may take at run time.
+#[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+const PASS_BUF: usize = avx2::PASS;
+#[cfg(not(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa))))]
+const PASS_BUF: usize = PASS;
 
 /// One state word across the lanes.
 #[cfg(target_feature = "avx2")]
@@ -32,6 +40,9 @@ pub(crate) struct SalsaLanes {
     input: Zeroizing<[u32; 16]>,
     /// The next pass's first block.
     block: u64,
+    /// The CPU's AVX2, where it has it (asked once per process).
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+    avx2: Option<pulp::x86::V3>,
 }
 
 impl SalsaLanes {
@@ -50,10 +61,29 @@ impl SalsaLanes {
         }
         input[6] = word(&nonce[..4]);
         input[7] = word(&nonce[4..]);
-        SalsaLanes { input, block: 0 }
+        SalsaLanes {
+            input,
+            block: 0,
+            #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+            avx2: pulp::x86::V3::try_new(),
+        }
     }
 
-    /// The next [`PASS`] bytes of keystream into `out`.
+    /// The next pass of keystream into the start of `out`; returns its length (the widest pass
+    /// the CPU allows).
+    fn next_pass_any(&mut self, out: &mut [u8; PASS_BUF]) -> usize {
+        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+        if let Some(simd) = self.avx2 {
+            avx2::next_pass(simd, &self.input, self.block, out);
+            self.block = self.block.wrapping_add(avx2::LANES as u64);
+            return avx2::PASS;
+        }
+        let portable: &mut [u8; PASS] = (&mut out[..PASS]).try_into().expect("PASS_BUF >= PASS");
+        self.next_pass(portable);
+        PASS
+    }
+
+    /// The next [`PASS`] bytes of keystream into `out`, from the portable lanes.
     pub(crate) fn next_pass(&mut self, out: &mut [u8; PASS]) {
         let mut x: [Word; 16] = core::array::from_fn(|i| Word::splat(self.input[i]));
         let blocks: [u64; LANES] = core::array::from_fn(|lane| self.block.wrapping_add(lane as u64));
@@ -110,45 +140,57 @@ fn rotl(a: Word, n: u32) -> Word {
 /// stream after it, which encrypts the message.
 pub(crate) struct XSalsaBox {
     lanes: SalsaLanes,
-    /// Keystream of the current pass, and how much of it is used.
-    pass: Zeroizing<[u8; PASS]>,
+    /// Keystream of the current pass, its length, and how much of it is used. Wiped on drop as
+    /// far as passes filled it (a volatile write per byte: a short box does not pay for the
+    /// wide buffer).
+    pass: [u8; PASS_BUF],
+    pass_len: usize,
     used: usize,
 }
 
 impl XSalsaBox {
-    /// The stream for `nonce` under the session key `key`, and its MAC key.
-    pub(crate) fn new(key: &[u8; 32], nonce: &[u8; 24]) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
+    /// The stream for `nonce` under the session key `key`, and its MAC key; `len` is how many
+    /// bytes the box will encrypt (a hint: `apply` takes any amount).
+    pub(crate) fn new(key: &[u8; 32], nonce: &[u8; 24], len: usize) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
         use salsa20::cipher::consts::U10;
         use salsa20::cipher::generic_array::GenericArray;
         let subkey: Zeroizing<[u8; 32]> = Zeroizing::new(
             salsa20::hsalsa::<U10>(GenericArray::from_slice(key), GenericArray::from_slice(&nonce[..16])).into(),
         );
         let mut lanes = SalsaLanes::new(&subkey, nonce[16..].try_into().expect("8 bytes"));
-        let mut pass = Zeroizing::new([0u8; PASS]);
-        lanes.next_pass(&mut pass);
+        // A box that one portable pass covers does not take the wider one: twice the keystream
+        // for nothing (64 B CURVE messages went 35% slower).
+        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+        if 32 + len <= PASS {
+            lanes.avx2 = None;
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa))))]
+        let _ = len;
+        let mut pass = [0u8; PASS_BUF];
+        let pass_len = lanes.next_pass_any(&mut pass);
         let mut mac_key = Zeroizing::new([0u8; 32]);
         mac_key.copy_from_slice(&pass[..32]);
-        (XSalsaBox { lanes, pass, used: 32 }, mac_key)
+        (XSalsaBox { lanes, pass, pass_len, used: 32 }, mac_key)
     }
 
     /// XORs `buf` with the stream's next bytes.
     pub(crate) fn apply(&mut self, mut buf: &mut [u8]) {
         while !buf.is_empty() {
-            if self.used == PASS {
-                if buf.len() >= PASS {
-                    // Whole passes straight into the message.
-                    let (whole, rest) = buf.split_at_mut(buf.len() / PASS * PASS);
-                    for chunk in whole.chunks_exact_mut(PASS) {
-                        self.lanes.next_pass(&mut self.pass);
-                        xor_into(chunk, &self.pass[..]);
+            if self.used == self.pass_len {
+                if buf.len() >= self.pass_len {
+                    // Whole passes straight into the message (every pass has the same length).
+                    let (whole, rest) = buf.split_at_mut(buf.len() / self.pass_len * self.pass_len);
+                    for chunk in whole.chunks_exact_mut(self.pass_len) {
+                        self.lanes.next_pass_any(&mut self.pass);
+                        xor_into(chunk, &self.pass[..self.pass_len]);
                     }
                     buf = rest;
                     continue;
                 }
-                self.lanes.next_pass(&mut self.pass);
+                self.pass_len = self.lanes.next_pass_any(&mut self.pass);
                 self.used = 0;
             }
-            let n = buf.len().min(PASS - self.used);
+            let n = buf.len().min(self.pass_len - self.used);
             let (now, rest) = buf.split_at_mut(n);
             xor_into(now, &self.pass[self.used..self.used + n]);
             self.used += n;
@@ -157,9 +199,93 @@ impl XSalsaBox {
     }
 }
 
+impl Drop for XSalsaBox {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.pass[..self.pass_len].zeroize();
+    }
+}
+
 fn xor_into(buf: &mut [u8], keystream: &[u8]) {
     for (b, k) in buf.iter_mut().zip(keystream) {
         *b ^= k;
+    }
+}
+
+/// Eight blocks side by side in AVX2's 256-bit vectors, chosen at run time. `pulp` checks the CPU
+/// once ([`pulp::x86::V3::try_new`]) and hands back a token whose intrinsics are safe to call;
+/// `vectorize` compiles the pass with AVX2 enabled. Without the runtime choice, an x86-64 build
+/// computes four blocks per pass in SSE2: 44 µs per 64 KiB, 36 with this (`print_timing` in
+/// curve_message.rs); a CURVE 64 KiB box sealed and opened went from 6.9 k to 9.8 k a second.
+#[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+mod avx2 {
+    use pulp::bytemuck::cast;
+    use pulp::u32x8;
+    use pulp::x86::V3;
+
+    /// Blocks per pass.
+    pub(super) const LANES: usize = 8;
+    /// Bytes of keystream per pass.
+    pub(super) const PASS: usize = 64 * LANES;
+
+    /// The pass starting at `block` into `out`, with AVX2 enabled for its code.
+    pub(super) fn next_pass(simd: V3, input: &[u32; 16], block: u64, out: &mut [u8; PASS]) {
+        simd.vectorize(Pass { simd, input, block, out });
+    }
+
+    /// A pass as `vectorize` takes it: its body must inline into the AVX2-enabled frame.
+    struct Pass<'a> {
+        simd: V3,
+        input: &'a [u32; 16],
+        block: u64,
+        out: &'a mut [u8; PASS],
+    }
+
+    impl pulp::NullaryFnOnce for Pass<'_> {
+        type Output = ();
+
+        #[inline(always)]
+        fn call(self) {
+            let Pass { simd, input, block, out } = self;
+            let mut x: [u32x8; 16] = core::array::from_fn(|i| simd.splat_u32x8(input[i]));
+            let blocks: [u64; LANES] = core::array::from_fn(|lane| block.wrapping_add(lane as u64));
+            x[8] = cast(blocks.map(|b| b as u32));
+            x[9] = cast(blocks.map(|b| (b >> 32) as u32));
+            let start = x;
+            for _ in 0..10 {
+                // Column round, then row round.
+                quarter(simd, &mut x, 0, 4, 8, 12);
+                quarter(simd, &mut x, 5, 9, 13, 1);
+                quarter(simd, &mut x, 10, 14, 2, 6);
+                quarter(simd, &mut x, 15, 3, 7, 11);
+                quarter(simd, &mut x, 0, 1, 2, 3);
+                quarter(simd, &mut x, 5, 6, 7, 4);
+                quarter(simd, &mut x, 10, 11, 8, 9);
+                quarter(simd, &mut x, 15, 12, 13, 14);
+            }
+            for i in 0..16 {
+                let word: [u32; LANES] = cast(simd.wrapping_add_u32x8(x[i], start[i]));
+                for (lane, value) in word.iter().enumerate() {
+                    let at = 64 * lane + 4 * i;
+                    out[at..at + 4].copy_from_slice(&value.to_le_bytes());
+                }
+            }
+        }
+    }
+
+    /// Salsa20's quarter round on words `a, b, c, d`, in every lane.
+    #[inline(always)]
+    fn quarter(simd: V3, x: &mut [u32x8; 16], a: usize, b: usize, c: usize, d: usize) {
+        x[b] = simd.xor_u32x8(x[b], rotl::<7, 25>(simd, simd.wrapping_add_u32x8(x[a], x[d])));
+        x[c] = simd.xor_u32x8(x[c], rotl::<9, 23>(simd, simd.wrapping_add_u32x8(x[b], x[a])));
+        x[d] = simd.xor_u32x8(x[d], rotl::<13, 19>(simd, simd.wrapping_add_u32x8(x[c], x[b])));
+        x[a] = simd.xor_u32x8(x[a], rotl::<18, 14>(simd, simd.wrapping_add_u32x8(x[d], x[c])));
+    }
+
+    /// Rotation left by `L` (`R` = 32 - `L`: const generics cannot compute it).
+    #[inline(always)]
+    fn rotl<const L: i32, const R: i32>(simd: V3, v: u32x8) -> u32x8 {
+        simd.or_u32x8(simd.shl_const_u32x8::<L>(v), simd.shr_const_u32x8::<R>(v))
     }
 }
 
@@ -172,11 +298,13 @@ mod tests {
     use salsa20::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 
     /// The same stream as RustCrypto's XSalsa20, the MAC key first, at every length around the
-    /// pass boundaries and applied in pieces of any size.
+    /// pass boundaries and applied in pieces of any size; with a length hint that takes the
+    /// portable lanes, the true one, and one that takes the widest pass the CPU has.
     #[test]
     fn matches_xsalsa20_in_any_pieces() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        for len in (0..600).chain([1000, 4096, 65536, 100_003]) {
+        let lengths = (0..600).chain([1000, 4096, 65536, 100_003]);
+        for (len, hint) in lengths.flat_map(|len| [(len, 0), (len, len), (len, 1 << 20)]) {
             let (mut key, mut nonce) = ([0u8; 32], [0u8; 24]);
             rng.fill_bytes(&mut key);
             rng.fill_bytes(&mut nonce);
@@ -189,7 +317,7 @@ mod tests {
             let mut expected = data.clone();
             reference.apply_keystream(&mut expected);
 
-            let (mut ours, mac) = XSalsaBox::new(&key, &nonce);
+            let (mut ours, mac) = XSalsaBox::new(&key, &nonce, hint);
             assert_eq!(*mac, expected_mac);
             let mut got = data.clone();
             let mut rest = &mut got[..];
@@ -199,7 +327,7 @@ mod tests {
                 ours.apply(now);
                 rest = later;
             }
-            assert_eq!(got, expected, "length {len}");
+            assert_eq!(got, expected, "length {len}, hint {hint}");
         }
     }
 
@@ -216,5 +344,24 @@ mod tests {
         let mut expected = [0u8; PASS];
         reference.apply_keystream(&mut expected);
         assert_eq!(pass, expected);
+    }
+
+    /// The AVX2 pass (where this CPU has AVX2) also carries, and equals the reference.
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+    #[test]
+    fn the_avx2_pass_matches_across_the_carry() {
+        let (key, nonce) = ([9u8; 32], [4u8; 8]);
+        let mut lanes = SalsaLanes::new(&key, &nonce);
+        if lanes.avx2.is_none() {
+            return; // no AVX2 here: the portable lanes are the ones in use, tested above
+        }
+        lanes.block = u32::MAX as u64 - 3; // eight blocks across the carry
+        let mut pass = [0u8; PASS_BUF];
+        assert_eq!(lanes.next_pass_any(&mut pass), avx2::PASS);
+        let mut reference = salsa20::Salsa20::new(GenericArray::from_slice(&key), GenericArray::from_slice(&nonce));
+        reference.seek((u32::MAX as u64 - 3) * 64);
+        let mut expected = [0u8; avx2::PASS];
+        reference.apply_keystream(&mut expected);
+        assert_eq!(pass[..avx2::PASS], expected[..]);
     }
 }
