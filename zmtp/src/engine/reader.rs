@@ -134,7 +134,8 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
             if n == 0 {
                 return Err(ConnectionError::PeerClosed);
             }
-            busy_read = n >= read_size;
+            // Filled what it offered: the offer (the buffer's spare room) may be under `read_size`.
+            busy_read = n >= read_size || buf.len() == buf.capacity();
             // A read that filled what we offered suggests a busy peer: offer more next time; a short one
             // lets the offer shrink back.
             let max_read = if decoding.large_frames { MAX_READ } else { MAX_READ_SMALL_FRAMES };
