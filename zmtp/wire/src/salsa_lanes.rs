@@ -23,11 +23,9 @@ const LANES: usize = 8;
 const LANES: usize = 4;
 /// Bytes of keystream per pass of the portable lanes.
 pub(crate) const PASS: usize = 64 * LANES;
-/// The keystream buffer: room for the widest pass this build may take at run time.
-#[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+/// The keystream buffer: room for the widest pass this build may take at run time (the portable
+/// one where the build has no other).
 const PASS_BUF: usize = avx2::PASS;
-#[cfg(not(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa))))]
-const PASS_BUF: usize = PASS;
 
 /// One state word across the lanes.
 #[cfg(target_feature = "avx2")]
@@ -40,9 +38,8 @@ pub(crate) struct SalsaLanes {
     input: Zeroizing<[u32; 16]>,
     /// The next pass's first block.
     block: u64,
-    /// The CPU's AVX2, where it has it (asked once per process).
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
-    avx2: Option<pulp::x86::V3>,
+    /// The CPU's AVX2, where it has it and this build may use it (asked once per process).
+    avx2: Option<avx2::Token>,
 }
 
 impl SalsaLanes {
@@ -61,18 +58,12 @@ impl SalsaLanes {
         }
         input[6] = word(&nonce[..4]);
         input[7] = word(&nonce[4..]);
-        SalsaLanes {
-            input,
-            block: 0,
-            #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
-            avx2: pulp::x86::V3::try_new(),
-        }
+        SalsaLanes { input, block: 0, avx2: avx2::detect() }
     }
 
     /// The next pass of keystream into the start of `out`; returns its length (the widest pass
     /// the CPU allows).
     fn next_pass_any(&mut self, out: &mut [u8; PASS_BUF]) -> usize {
-        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
         if let Some(simd) = self.avx2 {
             avx2::next_pass(simd, &self.input, self.block, out);
             self.block = self.block.wrapping_add(avx2::LANES as u64);
@@ -160,12 +151,9 @@ impl XSalsaBox {
         let mut lanes = SalsaLanes::new(&subkey, nonce[16..].try_into().expect("8 bytes"));
         // A box that one portable pass covers does not take the wider one: twice the keystream
         // for nothing (64 B CURVE messages went 35% slower).
-        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
         if 32 + len <= PASS {
             lanes.avx2 = None;
         }
-        #[cfg(not(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa))))]
-        let _ = len;
         let mut pass = [0u8; PASS_BUF];
         let pass_len = lanes.next_pass_any(&mut pass);
         let mut mac_key = Zeroizing::new([0u8; 32]);
@@ -227,6 +215,13 @@ mod avx2 {
     pub(super) const LANES: usize = 8;
     /// Bytes of keystream per pass.
     pub(super) const PASS: usize = 64 * LANES;
+    /// Proof that the CPU has AVX2 (and the features `pulp` groups with it).
+    pub(super) type Token = V3;
+
+    /// The CPU's AVX2, checked once per process.
+    pub(super) fn detect() -> Option<V3> {
+        V3::try_new()
+    }
 
     /// The pass starting at `block` into `out`, with AVX2 enabled for its code.
     pub(super) fn next_pass(simd: V3, input: &[u32; 16], block: u64, out: &mut [u8; PASS]) {
@@ -289,6 +284,23 @@ mod avx2 {
     }
 }
 
+/// Builds without the run-time choice (other architectures, AVX2 targeted at build time, or
+/// `--cfg zmtp_portable_salsa`): no token can exist, so the wide pass is never taken.
+#[cfg(not(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa))))]
+mod avx2 {
+    pub(super) const LANES: usize = super::LANES;
+    pub(super) const PASS: usize = super::PASS;
+    pub(super) type Token = core::convert::Infallible;
+
+    pub(super) fn detect() -> Option<Token> {
+        None
+    }
+
+    pub(super) fn next_pass(token: Token, _input: &[u32; 16], _block: u64, _out: &mut [u8; super::PASS_BUF]) {
+        match token {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,7 +359,6 @@ mod tests {
     }
 
     /// The AVX2 pass (where this CPU has AVX2) also carries, and equals the reference.
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
     #[test]
     fn the_avx2_pass_matches_across_the_carry() {
         let (key, nonce) = ([9u8; 32], [4u8; 8]);
