@@ -36,7 +36,7 @@ use crate::store::{Entry, OwnedEntry};
 pub struct Journal {
     /// The directory's lock, held while the journal is open (and while a compaction it began
     /// runs: a second journal must not open the directory under it).
-    lock: Arc<File>,
+    lock: Arc<DirLock>,
     /// See [`Journal::epoch`].
     epoch: u64,
     dir: PathBuf,
@@ -65,7 +65,7 @@ pub const LOCK_FILE: &str = "LOCK";
 /// open: a second journal on the same directory, in this process or another, would interleave its
 /// records and compactions with ours. The OS drops the lock when the process dies (SIGKILL
 /// included), so a crash leaves no stale lock to clear by hand.
-fn lock(dir: &Path) -> Result<File, JournalError> {
+fn lock(dir: &Path) -> Result<DirLock, JournalError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| JournalError::Io { path, source }
@@ -74,13 +74,26 @@ fn lock(dir: &Path) -> Result<File, JournalError> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(DirLock(file)),
         Err(fs::TryLockError::WouldBlock) => Err(JournalError::Locked { dir: dir.to_path_buf() }),
         Err(fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
             tracing::warn!(dir = %dir.display(), "file locks are not supported here: nothing stops a second server on this directory");
-            Ok(file)
+            Ok(DirLock(file))
         }
         Err(fs::TryLockError::Error(e)) => Err(io(&path)(e)),
+    }
+}
+
+/// A directory's lock file, locked; unlocked explicitly when dropped. Closing our descriptor is
+/// not enough: a child process this process forks (a test's `Command`, a user's) shares the
+/// descriptor until its `exec`, and the lock belongs to the open file, so it would outlive our
+/// close by that window and refuse a journal reopened at once (seen in CI).
+#[derive(Debug)]
+struct DirLock(File);
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
     }
 }
 
@@ -100,6 +113,12 @@ pub(crate) enum CompactStep {
 }
 
 impl Journal {
+    /// A second descriptor for the lock file (what a forked child holds until its exec).
+    #[cfg(test)]
+    pub(crate) fn lock_file_copy(&self) -> File {
+        self.lock.0.try_clone().expect("dup")
+    }
+
     /// Opens (creating if need be) the journal in `dir` and recovers its map: the newest snapshot,
     /// then every valid log record after it. A torn or damaged tail of the log is cut off (see
     /// [`Recovered::truncated_bytes`]); a damaged snapshot is an error. Leftovers of an
@@ -393,7 +412,7 @@ impl Journal {
 pub struct Compaction {
     dir: PathBuf,
     sequence: u64,
-    _lock: Arc<File>,
+    _lock: Arc<DirLock>,
 }
 
 impl Compaction {

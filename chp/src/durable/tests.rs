@@ -499,6 +499,18 @@ fn a_directory_is_open_in_one_journal_at_a_time() {
 }
 
 #[test]
+fn a_closed_journal_unlocks_even_while_a_forked_child_shares_its_lock_file() {
+    let dir = TempDir::new("locked-shared");
+    let (first, _) = open(&dir);
+    // What a child forked by another thread holds until its exec: a second descriptor for the
+    // same open file, which carries the lock.
+    let childs_copy = first.lock_file_copy();
+    drop(first);
+    drop(open(&dir));
+    drop(childs_copy);
+}
+
+#[test]
 fn the_epoch_is_kept_beside_the_map() {
     let dir = TempDir::new("epoch");
     let (mut journal, _) = open(&dir);
