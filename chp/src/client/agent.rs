@@ -483,7 +483,7 @@ impl Agent {
             // Keys that queued updates newer than the snapshot will set: reported by them.
             let superseded: HashSet<_> =
                 queued.iter().filter(|m| m.sequence > sequence).map(|m| m.key.clone()).collect();
-            let listened = self.events.receiver_count() > 0;
+            let listened = super::listened(&self.events);
             replica.load(entries, sequence, &superseded, listened.then_some(&mut changes));
             for change in changes {
                 self.emit(change);
@@ -534,7 +534,9 @@ impl Agent {
                 before = replica.map.get(&msg.key).cloned();
             }
             let outcome = replica.apply(msg, &self.options.subtree, check_gaps);
-            if let Outcome::Applied(event) = &outcome {
+            if let Outcome::Applied(event) = &outcome
+                && super::listened(&self.events)
+            {
                 // Sent under the lock, so `Client::watch` gets an exact cut.
                 self.emit(event.clone());
             }

@@ -407,6 +407,12 @@ struct Shared {
 }
 
 impl Shared {
+    /// The shared state, and the sender of events the agent takes.
+    fn new(event_capacity: usize) -> (Arc<Shared>, broadcast::Sender<Event>) {
+        let (events_tx, events_rx) = broadcast::channel(event_capacity.max(16));
+        (Arc::new(Shared { replica: RwLock::default(), events: Mutex::new(events_rx) }), events_tx)
+    }
+
     fn replica(&self) -> std::sync::RwLockReadGuard<'_, Replica> {
         self.replica.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -418,6 +424,15 @@ impl Shared {
     fn subscribe(&self) -> Events {
         Events::new(self.events.lock().unwrap_or_else(|e| e.into_inner()).resubscribe())
     }
+}
+
+/// True when a user holds a receiver of the agent's `events`: more receivers than the one
+/// [`Shared`] keeps (never read). Asked under the replica's write lock, it cannot race a
+/// [`Client::watch`], which subscribes under the read lock. (It used to compare with 0, so the
+/// kept receiver counted as a listener and a million-key sync built a million events nobody
+/// would read.)
+fn listened(events: &broadcast::Sender<Event>) -> bool {
+    events.receiver_count() > 1
 }
 
 enum Command {
@@ -467,8 +482,7 @@ impl Client {
         {
             return Err(ClientError::NoServerKey(server.clone()));
         }
-        let (events_tx, events_rx) = broadcast::channel(options.event_capacity.max(16));
-        let shared = Arc::new(Shared { replica: RwLock::default(), events: Mutex::new(events_rx) });
+        let (shared, events_tx) = Shared::new(options.event_capacity);
         let (commands, commands_rx) = mpsc::channel(1024);
         let (status_tx, status) = watch::channel(Status::Connecting(options.servers[0].clone()));
         let (close, close_rx) = watch::channel(false);
@@ -738,5 +752,15 @@ mod tests {
         assert!(check_settable(b"HUGZ").is_err());
         assert!(check_settable(b"KTHXBAI").is_err());
         assert!(check_settable(&vec![b'x'; crate::kvmsg::MAX_KEY_LEN + 1]).is_err());
+    }
+
+    #[test]
+    fn only_a_users_receiver_makes_the_events_listened() {
+        let (shared, events) = Shared::new(16);
+        assert!(!listened(&events), "the receiver Shared keeps is not a listener");
+        let user = shared.subscribe();
+        assert!(listened(&events));
+        drop(user);
+        assert!(!listened(&events));
     }
 }
