@@ -76,34 +76,43 @@ struct Entries {
     map: BTreeMap<Bytes, Bytes>,
 }
 
-/// Where a snapshot's keys and values are copied: blocks of [`ARENA_BLOCK`] bytes, each key and
-/// value a slice of one, so a pair costs no allocation of its own (two per pair, and their frees
-/// on replacement, were the largest share of a million-key sync's client CPU after the transfer).
+/// Where a snapshot's keys and values are copied: blocks, each key and value a slice of one, so
+/// a pair costs no allocation of its own (two per pair, and their frees on replacement, were the
+/// largest share of a million-key sync's client CPU after the transfer).
+///
+/// A block is as large as everything copied before it, from 1 KiB up to 64 KiB, so the unused
+/// tail of the last one is never more than what the snapshot holds (a small subtree's client
+/// does not pay 64 KiB). A pair larger than a quarter of the block gets an allocation of its own.
 ///
 /// The price: a block is freed when the last pair in it is, so a replica whose keys were
 /// replaced one by one may keep blocks alive for a few survivors. That is bounded by the
-/// snapshot it came from: at most that snapshot's bytes beyond the live map, until the next sync
-/// replaces the map whole. A pair larger than a quarter block gets an allocation of its own.
+/// snapshot it came from (at most its bytes again, beside the live map) until the next sync
+/// replaces the map whole.
 #[cfg(not(feature = "small"))]
 #[derive(Default)]
 struct Arena {
     block: bytes::BytesMut,
+    /// Bytes copied into blocks so far.
+    copied: usize,
 }
-
-/// Bytes per arena block.
-#[cfg(not(feature = "small"))]
-const ARENA_BLOCK: usize = 64 * 1024;
 
 #[cfg(not(feature = "small"))]
 impl Arena {
+    /// The first block's size.
+    const MIN_BLOCK: usize = 1024;
+    /// The largest block's.
+    const MAX_BLOCK: usize = 64 * 1024;
+
     /// `bytes` copied into the current block (a new one if it has no room).
     fn copy(&mut self, bytes: &[u8]) -> Bytes {
-        if bytes.len() > ARENA_BLOCK / 4 {
+        let block = self.copied.clamp(Self::MIN_BLOCK, Self::MAX_BLOCK);
+        if bytes.len() > block / 4 {
             return Bytes::copy_from_slice(bytes);
         }
         if self.block.capacity() - self.block.len() < bytes.len() {
-            self.block = bytes::BytesMut::with_capacity(ARENA_BLOCK);
+            self.block = bytes::BytesMut::with_capacity(block);
         }
+        self.copied += bytes.len();
         self.block.extend_from_slice(bytes);
         self.block.split().freeze()
     }
@@ -355,8 +364,8 @@ mod tests {
     fn pairs_across_arena_blocks_and_larger_than_a_block_are_copied_whole() {
         let mut entries = Entries::default();
         let mut expected = BTreeMap::new();
-        // 1,000 pairs of ~200 bytes span several blocks; every 97th is larger than a block; a
-        // delete (empty value) of an earlier key in between.
+        // 1,000 pairs of ~200 bytes span blocks of every size; every 97th is larger than the
+        // largest block; a delete (empty value) of an earlier key in between.
         for i in 0..1000u32 {
             let key = format!("/k/{i:05}");
             let len = if i % 97 == 0 { 100_000 } else { 190 };
@@ -367,6 +376,17 @@ mod tests {
         entries.push(b"/k/00003", b"");
         expected.remove(&b"/k/00003"[..]);
         assert_eq!(entries.into_map(), expected);
+    }
+
+    #[test]
+    fn an_arenas_unused_tail_is_never_more_than_it_holds() {
+        let mut arena = Arena::default();
+        for i in 0..20_000usize {
+            let pair = vec![b'x'; 10 + i % 150];
+            assert_eq!(&arena.copy(&pair)[..], &pair[..]);
+            let tail = arena.block.capacity();
+            assert!(tail <= arena.copied.max(Arena::MIN_BLOCK), "after {i}: {tail} spare, {} held", arena.copied);
+        }
     }
 
     #[test]
