@@ -306,7 +306,6 @@ impl SyncState {
             }
             SnapshotReply::KthxBai(end) => end,
         };
-        eprintln!("TIMING {:?} kthxbai", std::time::Instant::now());
         let (exact, announce) = match syncing.request {
             Request::Early { first: Some(first) } if !first.covers(end.sequence) => {
                 // The subscription went live too late for this snapshot: updates after it may
