@@ -607,6 +607,52 @@ async fn a_quiet_servers_hugz_proves_the_snapshot_so_one_is_enough() {
     .await;
 }
 
+/// Writes held while the client re-syncs, and those submitted as it comes back in sync, reach the
+/// collector in submission order: the held ones are sent in it (they once went in a hash map's
+/// order), and a write that could go out from the caller's task never overtakes one held or
+/// queued before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_held_through_a_resync_go_out_in_submission_order() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let client = Client::start(options(&fake.address, "")).unwrap();
+        let (id, _) = fake.await_icanhaz().await;
+        fake.reply(&id, &[], 6).await;
+        step("sync", client.loaded()).await.unwrap();
+        // A first write, echoed: our PUB has the collector's subscription from here on (a KVSET
+        // sent before it arrives is dropped, and its retransmit comes later, out of order).
+        let probe = client.submit("/probe", "1", None).await.unwrap();
+        let mut echo = KvMsg::parse(step("the probe", fake.collector.recv()).await.unwrap().frames()).unwrap();
+        echo.sequence = 7;
+        fake.publisher.send(echo.to_message()).await.unwrap();
+        assert_eq!(step("probe confirmed", probe).await.unwrap(), 7);
+        // A gap: the client re-syncs on a fresh attempt (its PUB stays connected and subscribed).
+        fake.publish("/a", "x", 9).await;
+        let (id, _) = fake.await_icanhaz().await;
+        let mut confirmations = Vec::new();
+        for i in 0..300 {
+            confirmations.push(client.submit(format!("/w/{i}"), format!("{i}"), None).await.unwrap());
+        }
+        fake.reply(&id, &[("/a", "x")], 9).await;
+        for i in 300..600 {
+            confirmations.push(client.submit(format!("/w/{i}"), format!("{i}"), None).await.unwrap());
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut order = Vec::new();
+        while order.len() < 600 {
+            let msg = step("a write at the collector", fake.collector.recv()).await.unwrap();
+            let kv = KvMsg::parse(msg.frames()).unwrap();
+            if kv.key.starts_with(b"/w/") && seen.insert(kv.body.clone()) {
+                order.push(String::from_utf8(kv.body.to_vec()).unwrap().parse::<u32>().unwrap());
+            }
+        }
+        assert_eq!(order, (0..600).collect::<Vec<_>>(), "first arrivals in submission order");
+        drop(confirmations);
+        client.close().await;
+    })
+    .await;
+}
+
 /// Pipelined writes: `submit` returns once the agent has the write, each `Confirmation` resolves
 /// to its sequence, in submission order; a dropped confirmation does not withdraw its write;
 /// `set_many` returns the sequences in order.

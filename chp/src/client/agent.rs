@@ -10,7 +10,7 @@
 //! update); over CURVE with a different key per server there is one such PUB per server key (a
 //! socket's options, the server key included, apply to all its connections).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use zmtp::{Message, Monitor, MonitorEvent, Socket, SocketType};
 use super::attempt::{Connection, End};
 use super::failure::Failure;
 use super::failure::ServerLoss;
+use super::outbox::{Reply, State};
 use super::recent::RecentWrites;
 use super::replica::Outcome;
 use super::sync::{Answer, Heard, Load, SyncState};
@@ -37,13 +38,6 @@ const BATCH: usize = 256;
 /// How long closing waits for queued KVSETs to go out.
 const PUBLISHER_LINGER: Duration = Duration::from_secs(1);
 
-struct PendingSet {
-    msg: KvMsg,
-    reply: oneshot::Sender<Result<Option<u64>, ClientError>>,
-    sent: Option<Instant>,
-    deadline: Instant,
-}
-
 pub(super) struct Agent {
     options: ClientOptions,
     shared: Arc<Shared>,
@@ -53,15 +47,18 @@ pub(super) struct Agent {
     commands_open: bool,
     close: watch::Receiver<bool>,
     /// PUB sockets for KVSETs: one per distinct server key (one in all, without CURVE or with one
-    /// key for every server), each with the indices of the servers whose collector it connects to.
-    publishers: Vec<(Socket, Vec<usize>)>,
+    /// key for every server).
+    publishers: Vec<Socket>,
+    /// For each of `publishers`, the indices of the servers whose collector it connects to.
+    publisher_servers: Vec<Vec<usize>>,
+    /// The outbox's direct way is open (see the `outbox` module).
+    direct_open: bool,
     pub_events: SelectAll<Monitor>,
     pub_events_open: bool,
     /// Servers that refused the handshake since the last sync.
     refused: HashSet<usize>,
     /// Collector endpoints our PUB has a live connection to.
     collectors_up: HashSet<String>,
-    pending: HashMap<Uuid, PendingSet>,
     next_set_check: Option<Instant>,
     /// Index of the server in use.
     current: usize,
@@ -95,7 +92,7 @@ impl Agent {
             }
         }
         let mut pub_events = SelectAll::new();
-        let publishers = groups
+        let (publishers, publisher_servers) = groups
             .into_iter()
             .map(|(_, members)| {
                 let publisher = Socket::new(SocketType::Pub);
@@ -107,7 +104,7 @@ impl Agent {
                 pub_events.push(publisher.monitor());
                 (publisher, members)
             })
-            .collect();
+            .unzip();
         Agent {
             options,
             shared,
@@ -117,11 +114,12 @@ impl Agent {
             commands_open: true,
             close,
             publishers,
+            publisher_servers,
+            direct_open: false,
             pub_events,
             pub_events_open: true,
             refused: HashSet::new(),
             collectors_up: HashSet::new(),
-            pending: HashMap::new(),
             next_set_check: None,
             current: 0,
             last_message: None,
@@ -134,7 +132,7 @@ impl Agent {
     }
 
     pub(super) async fn run(mut self) {
-        for (publisher, members) in &self.publishers {
+        for (publisher, members) in self.publishers.iter().zip(&self.publisher_servers) {
             for server in members.iter().map(|i| &self.options.servers[*i]) {
                 if let Err(e) = publisher.connect(&server.collector()).await {
                     tracing::error!(server = %server, error = %e, "cannot connect to collector");
@@ -206,14 +204,18 @@ impl Agent {
             Some(failure) => ClientError::Failed(failure.clone()),
             None => ClientError::Closed,
         };
-        for (_, p) in self.pending.drain() {
-            let _ = p.reply.send(Err(error.clone()));
+        {
+            let mut outbox = self.shared.outbox.lock();
+            outbox.set_direct(None);
+            for (_, p) in outbox.pending.drain() {
+                let _ = p.reply.send(Err(error.clone()));
+            }
         }
         self.status.send_replace(match failure {
             Some(failure) => Status::Failed(failure),
             None => Status::Closed,
         });
-        for (publisher, _) in std::mem::take(&mut self.publishers) {
+        for publisher in std::mem::take(&mut self.publishers) {
             publisher.close().await;
         }
     }
@@ -372,7 +374,13 @@ impl Agent {
                 _ = tokio::time::sleep_until(set_check.unwrap_or_else(|| Instant::now() + far)), if set_check.is_some() => {
                     self.check_sets(!syncing, server);
                 }
+                _ = self.shared.outbox.first_pending.notified() => {
+                    // A write went out the direct way with no other in flight: keep a check of
+                    // timeouts and retransmits scheduled while any is pending.
+                    self.schedule_set_check(Instant::now() + self.options.set_retry);
+                }
             }
+            self.update_direct(!state.is_syncing() && !ask_again && self.collector_ready(server));
             if ask_again {
                 // The snapshot could not be proven exact: ask again on a fresh snapshot socket
                 // (replies to the earlier request must not be taken for this one's).
@@ -385,6 +393,7 @@ impl Agent {
                 icanhaz_retry = Some(now + retry);
             }
         };
+        self.update_direct(false);
         connection.close().await;
         end
     }
@@ -526,7 +535,7 @@ impl Agent {
         let (uuid, sequence) = (msg.uuid, msg.sequence);
         let check_gaps = self.options.subtree.is_all();
         // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
-        let ours = uuid.and_then(|u| self.pending.remove(&u));
+        let ours = uuid.and_then(|u| self.shared.outbox.lock().pending.remove(&u));
         let mut before = None;
         let outcome = {
             let mut replica = self.shared.replica_mut();
@@ -563,9 +572,11 @@ impl Agent {
     /// subscribed (a pair server replays pending updates at takeover), and a retransmit would be
     /// dropped as a duplicate.
     fn confirm_from_snapshot(&mut self, sequence: u64) {
+        let mut outbox = self.shared.outbox.lock();
         let done: Vec<Uuid> = {
             let replica = self.shared.replica();
-            self.pending
+            outbox
+                .pending
                 .iter()
                 .filter(|(_, p)| {
                     let held = replica.map.get(&p.msg.key);
@@ -579,7 +590,7 @@ impl Agent {
                 .collect()
         };
         for uuid in done {
-            if let Some(p) = self.pending.remove(&uuid) {
+            if let Some(p) = outbox.pending.remove(&uuid) {
                 tracing::debug!(key = %p.msg.key.escape_ascii(), "set confirmed by the snapshot");
                 let _ = p.reply.send(Ok(Some(sequence)));
             }
@@ -596,14 +607,16 @@ impl Agent {
         };
         for msg in lost {
             let Some(uuid) = msg.uuid else { continue };
-            if self.pending.contains_key(&uuid) {
+            let mut outbox = self.shared.outbox.lock();
+            if outbox.pending.contains_key(&uuid) {
                 continue;
             }
             tracing::warn!(key = %msg.key.escape_ascii(), "a write the lost server confirmed is missing on the new one: sending it again");
             // Nobody waits for this confirmation: the write was confirmed once already.
             let (reply, _) = oneshot::channel();
             let deadline = now + self.options.set_timeout;
-            self.pending.insert(uuid, PendingSet { msg, reply, sent: None, deadline });
+            outbox.insert(msg, reply, None, deadline);
+            drop(outbox);
             self.schedule_set_check(deadline);
         }
     }
@@ -612,36 +625,22 @@ impl Agent {
         self.next_set_check = Some(self.next_set_check.map_or(at, |t| t.min(at)));
     }
 
-    fn add_set(
-        &mut self,
-        msg: KvMsg,
-        reply: oneshot::Sender<Result<Option<u64>, ClientError>>,
-        active: bool,
-        server: &ServerAddress,
-    ) {
+    /// A write the agent took from its channel: pending, and sent now if `active` (in sync) and
+    /// connected to the server's collector, else once it is.
+    fn add_set(&mut self, msg: KvMsg, reply: Reply, active: bool, server: &ServerAddress) {
         let uuid = msg.uuid.expect("client sets carry a UUID");
-        let deadline = Instant::now() + self.options.set_timeout;
-        self.pending.insert(uuid, PendingSet { msg, reply, sent: None, deadline });
+        let now = Instant::now();
+        let deadline = now + self.options.set_timeout;
+        let sent = {
+            let mut outbox = self.shared.outbox.lock();
+            outbox.take_queued();
+            outbox.insert(msg, reply, None, deadline);
+            active && self.collector_ready(server) && outbox.send(&uuid, &self.publishers, now)
+        };
         self.schedule_set_check(deadline);
-        if active && self.collector_ready(server) {
-            self.send_set(uuid, Instant::now());
+        if sent {
+            self.schedule_set_check(now + self.options.set_retry);
         }
-    }
-
-    /// Sends (or resends) a pending KVSET. (Keys outside our subtree, which would never be echoed
-    /// to us, are refused by `Client::set` before they get here.)
-    fn send_set(&mut self, uuid: Uuid, now: Instant) {
-        let Some(p) = self.pending.get_mut(&uuid) else { return };
-        if p.sent.is_some() {
-            tracing::debug!(key = %p.msg.key.escape_ascii(), "no echo yet: retransmitting KVSET");
-        }
-        // PUB never blocks (it drops at the HWM); the retransmit covers a drop.
-        let msg = p.msg.to_message();
-        for (publisher, _) in &self.publishers {
-            let _ = publisher.try_send(msg.clone());
-        }
-        p.sent = Some(now);
-        self.schedule_set_check(now + self.options.set_retry);
     }
 
     /// Sends every pending KVSET not sent yet or due for a retransmit (once in sync with a server
@@ -650,11 +649,37 @@ impl Agent {
         if !self.collector_ready(server) {
             return;
         }
-        let (now, retry) = (Instant::now(), self.options.set_retry);
-        let due: Vec<Uuid> =
-            self.pending.iter().filter(|(_, p)| p.sent.is_none_or(|t| t + retry <= now)).map(|(u, _)| *u).collect();
-        for uuid in due {
-            self.send_set(uuid, now);
+        let mut outbox = self.shared.outbox.lock();
+        if self.flush(&mut outbox) {
+            drop(outbox);
+            self.schedule_set_check(Instant::now() + self.options.set_retry);
+        }
+    }
+
+    /// Sends the pending writes not sent yet or due for a retransmit; true if it sent any.
+    fn flush(&self, outbox: &mut State) -> bool {
+        let now = Instant::now();
+        let due = outbox.due(now, self.options.set_retry);
+        for uuid in &due {
+            outbox.send(uuid, &self.publishers, now);
+        }
+        !due.is_empty()
+    }
+
+    /// Opens the outbox's direct way (what it holds sent first, so nothing overtakes it) or
+    /// closes it. A write already pending keeps its scheduled check either way.
+    fn update_direct(&mut self, open: bool) {
+        if open == self.direct_open {
+            return;
+        }
+        self.direct_open = open;
+        let mut outbox = self.shared.outbox.lock();
+        let sent = open && self.flush(&mut outbox);
+        outbox.set_direct(open.then(|| self.publishers.clone()));
+        let pending = !outbox.pending.is_empty();
+        drop(outbox);
+        if sent || pending {
+            self.schedule_set_check(Instant::now() + self.options.set_retry);
         }
     }
 
@@ -663,7 +688,8 @@ impl Agent {
         let now = Instant::now();
         self.next_set_check = None;
         let timeout = self.options.set_timeout;
-        self.pending.retain(|_, p| {
+        let mut outbox = self.shared.outbox.lock();
+        outbox.pending.retain(|_, p| {
             if p.deadline > now {
                 return true;
             }
@@ -673,12 +699,12 @@ impl Agent {
             let _ = reply.send(Err(ClientError::SetTimeout { key, timeout }));
             false
         });
-        if active {
-            self.flush_sets(server);
+        if active && self.collector_ready(server) {
+            self.flush(&mut outbox);
         }
         // Next: a retransmit still ahead, else the deadline (an unsent set waits for `flush_sets`).
         let retry = self.options.set_retry;
-        let next = self
+        let next = outbox
             .pending
             .values()
             .map(|p| match p.sent {
@@ -686,6 +712,7 @@ impl Agent {
                 _ => p.deadline,
             })
             .min();
+        drop(outbox);
         if let Some(at) = next {
             self.schedule_set_check(at);
         }

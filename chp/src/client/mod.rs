@@ -63,6 +63,7 @@
 mod agent;
 mod attempt;
 mod failure;
+mod outbox;
 mod recent;
 pub(crate) mod replica;
 mod sync;
@@ -404,13 +405,16 @@ struct Shared {
     replica: RwLock<Replica>,
     /// Never read: kept to make new receivers.
     events: Mutex<broadcast::Receiver<Event>>,
+    /// The writes in flight.
+    outbox: outbox::Outbox,
 }
 
 impl Shared {
     /// The shared state, and the sender of events the agent takes.
-    fn new(event_capacity: usize) -> (Arc<Shared>, broadcast::Sender<Event>) {
+    fn new(event_capacity: usize, set_timeout: Duration) -> (Arc<Shared>, broadcast::Sender<Event>) {
         let (events_tx, events_rx) = broadcast::channel(event_capacity.max(16));
-        (Arc::new(Shared { replica: RwLock::default(), events: Mutex::new(events_rx) }), events_tx)
+        let outbox = outbox::Outbox::new(set_timeout);
+        (Arc::new(Shared { replica: RwLock::default(), events: Mutex::new(events_rx), outbox }), events_tx)
     }
 
     fn replica(&self) -> std::sync::RwLockReadGuard<'_, Replica> {
@@ -482,7 +486,7 @@ impl Client {
         {
             return Err(ClientError::NoServerKey(server.clone()));
         }
-        let (shared, events_tx) = Shared::new(options.event_capacity);
+        let (shared, events_tx) = Shared::new(options.event_capacity, options.set_timeout);
         let (commands, commands_rx) = mpsc::channel(1024);
         let (status_tx, status) = watch::channel(Status::Connecting(options.servers[0].clone()));
         let (close, close_rx) = watch::channel(false);
@@ -607,15 +611,16 @@ impl Client {
         self.submit(key, value, ttl).await?.await.map(Some)
     }
 
-    /// Submits a write and returns once the agent has taken it (it waits only while the agent
-    /// has 1024 writes queued): the write goes out at once (or once in sync) and the returned
+    /// Submits a write and returns once it is on its way (it waits only while the agent has 1024
+    /// writes queued): while the client is in sync it is sent from this call (no hand-off to the
+    /// agent's task), else the agent sends it once in sync; the returned
     /// [`Confirmation`] resolves when the server has republished it, as [`set`](Self::set)
     /// returns. Writes submitted one after another are sent in that order and so sequenced in it
     /// (by one server; a failover can resend some). Pipelining this way, one client writes as fast
     /// as the server applies, not one round trip per write.
     ///
-    /// **Cancel safety:** dropping this future before it returns may or may not have submitted
-    /// the write; dropping the [`Confirmation`] does not withdraw it (it is still sent and
+    /// **Cancel safety:** dropping this future before it returns has not submitted the write
+    /// (it only awaits a place in the agent's queue, before anything is sent); dropping the [`Confirmation`] does not withdraw it (it is still sent and
     /// retransmitted), only its answer is lost.
     ///
     /// ```no_run
@@ -649,7 +654,12 @@ impl Client {
             msg.properties.insert("ttl", format_ttl(ttl)).expect("ttl encodes");
         }
         let (reply, rx) = oneshot::channel();
-        self.inner.commands.send(Command::Set { msg, reply }).await.map_err(|_| self.stopped())?;
+        // A place in the agent's channel first (the only await, so cancelling it does nothing),
+        // then the write goes the direct way or into that place.
+        let place = self.inner.commands.reserve().await.map_err(|_| self.stopped())?;
+        if let outbox::Submitted::Queue(msg, reply) = self.inner.shared.outbox.submit(msg, reply) {
+            place.send(Command::Set { msg, reply });
+        }
         Ok(Confirmation { reply: rx, client: self.clone() })
     }
 
@@ -756,7 +766,7 @@ mod tests {
 
     #[test]
     fn only_a_users_receiver_makes_the_events_listened() {
-        let (shared, events) = Shared::new(16);
+        let (shared, events) = Shared::new(16, Duration::from_secs(1));
         assert!(!listened(&events), "the receiver Shared keeps is not a listener");
         let user = shared.subscribe();
         assert!(listened(&events));

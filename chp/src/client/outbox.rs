@@ -1,0 +1,203 @@
+//! The client's writes in flight (sent or not, until their echo or a timeout answers them), shared
+//! by the [`Client`](super::Client) handles and the agent.
+//!
+//! While the agent is in sync with a server whose collector our PUB is connected to, it opens the
+//! *direct way*: a write is sent from the caller's task, under the same lock that records it, so
+//! the agent (which answers it when its echo comes) always finds it, and the write costs no
+//! wake-up of the agent on its way out (one task hop fewer on every `set`'s latency). Otherwise a
+//! write goes through the agent's command channel, which holds it until the client is in sync.
+//!
+//! Order: writes from one task go out in the order they were submitted. A write takes the direct
+//! way only when no write is waiting in the channel (else it could overtake one), and the agent
+//! sends what it held before it opens the way.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
+use zmtp::Socket;
+
+use super::ClientError;
+use crate::kvmsg::KvMsg;
+use crate::uuid::Uuid;
+
+/// Where a write's answer goes: its sequence once echoed (`None`: confirmed without one).
+pub(super) type Reply = oneshot::Sender<Result<Option<u64>, ClientError>>;
+
+/// A write not answered yet.
+pub(super) struct PendingSet {
+    pub msg: KvMsg,
+    pub reply: Reply,
+    /// When it was last sent (`None`: held until the client is in sync).
+    pub sent: Option<Instant>,
+    /// When it fails with [`ClientError::SetTimeout`].
+    pub deadline: Instant,
+    /// Its place in submission order: writes held until the client is in sync go out in it.
+    order: u64,
+}
+
+/// The writes in flight and the direct way out (see the module docs).
+pub(super) struct Outbox {
+    state: Mutex<State>,
+    /// Rung when a write taken the direct way finds no other in flight: the agent then schedules
+    /// its check of timeouts and retransmits (it keeps one scheduled while any write is pending).
+    pub(super) first_pending: Notify,
+    set_timeout: Duration,
+}
+
+pub(super) struct State {
+    pub pending: HashMap<Uuid, PendingSet>,
+    /// The next write's [`PendingSet::order`].
+    next_order: u64,
+    /// The agent's PUB sockets while the direct way is open.
+    direct: Option<Vec<Socket>>,
+    /// Writes handed to the agent's channel and not yet taken by it.
+    queued: usize,
+}
+
+/// What [`Outbox::submit`] did with a write.
+pub(super) enum Submitted {
+    /// Sent, and pending.
+    Sent,
+    /// The direct way is closed, or writes wait in the channel: send it to the agent (counted as
+    /// queued until [`State::take_queued`]).
+    Queue(KvMsg, Reply),
+}
+
+impl Outbox {
+    pub(super) fn new(set_timeout: Duration) -> Outbox {
+        Outbox {
+            state: Mutex::new(State { pending: HashMap::new(), next_order: 0, direct: None, queued: 0 }),
+            first_pending: Notify::new(),
+            set_timeout,
+        }
+    }
+
+    /// The state, for the agent's bookkeeping (a poisoned lock is taken as is: every change to the
+    /// state is a single insert, remove or counter step).
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A write from a handle: sent now if the direct way is open and nothing waits in the channel.
+    pub(super) fn submit(&self, msg: KvMsg, reply: Reply) -> Submitted {
+        let mut state = self.lock();
+        let Some(publishers) = state.direct.as_ref().filter(|_| state.queued == 0) else {
+            state.queued += 1;
+            return Submitted::Queue(msg, reply);
+        };
+        send(publishers, &msg);
+        let now = Instant::now();
+        let first = state.pending.is_empty();
+        state.insert(msg, reply, Some(now), now + self.set_timeout);
+        drop(state);
+        if first {
+            self.first_pending.notify_one();
+        }
+        Submitted::Sent
+    }
+}
+
+impl State {
+    /// Records a write, after every write recorded before it.
+    pub(super) fn insert(&mut self, msg: KvMsg, reply: Reply, sent: Option<Instant>, deadline: Instant) {
+        let uuid = msg.uuid.expect("client sets carry a UUID");
+        let order = self.next_order;
+        self.next_order += 1;
+        self.pending.insert(uuid, PendingSet { msg, reply, sent, deadline, order });
+    }
+
+    /// The pending writes not sent yet or last sent `retry` or more before `now`, in submission
+    /// order.
+    pub(super) fn due(&self, now: Instant, retry: Duration) -> Vec<Uuid> {
+        let mut due: Vec<(u64, Uuid)> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.sent.is_none_or(|t| t + retry <= now))
+            .map(|(uuid, p)| (p.order, *uuid))
+            .collect();
+        due.sort_unstable();
+        due.into_iter().map(|(_, uuid)| uuid).collect()
+    }
+
+    /// The agent took a write from its channel.
+    pub(super) fn take_queued(&mut self) {
+        self.queued = self.queued.saturating_sub(1);
+    }
+
+    /// Opens the direct way through `publishers`, or closes it (`None`).
+    pub(super) fn set_direct(&mut self, publishers: Option<Vec<Socket>>) {
+        self.direct = publishers;
+    }
+
+    /// Sends pending write `uuid` (again) through `publishers`, noting when.
+    pub(super) fn send(&mut self, uuid: &Uuid, publishers: &[Socket], now: Instant) -> bool {
+        let Some(p) = self.pending.get_mut(uuid) else { return false };
+        if p.sent.is_some() {
+            tracing::debug!(key = %p.msg.key.escape_ascii(), "no echo yet: retransmitting KVSET");
+        }
+        send(publishers, &p.msg);
+        p.sent = Some(now);
+        true
+    }
+}
+
+/// One KVSET to every collector: PUB never blocks (it drops at the HWM); the retransmit covers a drop.
+fn send(publishers: &[Socket], msg: &KvMsg) {
+    let msg = msg.to_message();
+    for publisher in publishers {
+        let _ = publisher.try_send(msg.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(key: &str) -> (KvMsg, Reply, oneshot::Receiver<Result<Option<u64>, ClientError>>) {
+        let mut msg = KvMsg::new(key.to_owned(), "v");
+        msg.uuid = Some(Uuid::new_v4());
+        let (reply, rx) = oneshot::channel();
+        (msg, reply, rx)
+    }
+
+    #[tokio::test]
+    async fn a_write_goes_direct_only_while_the_way_is_open_and_nothing_is_queued() {
+        let outbox = Outbox::new(Duration::from_secs(10));
+        let publisher = Socket::new(zmtp::SocketType::Pub);
+        // Closed: queued for the agent.
+        let (msg, reply, _rx) = write("/a");
+        assert!(matches!(outbox.submit(msg, reply), Submitted::Queue(..)));
+        outbox.lock().set_direct(Some(vec![publisher.clone()]));
+        // Open, but a write still waits in the channel: this one must not overtake it.
+        let (msg, reply, _rx) = write("/b");
+        assert!(matches!(outbox.submit(msg, reply), Submitted::Queue(..)));
+        outbox.lock().take_queued();
+        outbox.lock().take_queued();
+        // Open and nothing queued: sent, pending, and the agent told of its first pending write.
+        let (msg, reply, _rx) = write("/c");
+        let uuid = msg.uuid.unwrap();
+        assert!(matches!(outbox.submit(msg, reply), Submitted::Sent));
+        assert!(outbox.lock().pending.get(&uuid).is_some_and(|p| p.sent.is_some()));
+        tokio::time::timeout(Duration::from_secs(5), outbox.first_pending.notified()).await.expect("notified");
+        assert!(outbox.lock().due(Instant::now(), Duration::from_secs(1)).is_empty(), "just sent: not due");
+        outbox.lock().set_direct(None);
+        let (msg, reply, _rx) = write("/d");
+        assert!(matches!(outbox.submit(msg, reply), Submitted::Queue(..)));
+    }
+
+    #[test]
+    fn held_writes_are_due_in_submission_order() {
+        let mut state = Outbox::new(Duration::from_secs(10)).state.into_inner().unwrap();
+        let now = Instant::now();
+        let mut uuids = Vec::new();
+        for i in 0..100 {
+            let (msg, reply, _) = write(&format!("/k/{i}"));
+            uuids.push(msg.uuid.unwrap());
+            state.insert(msg, reply, None, now);
+        }
+        assert_eq!(state.due(now, Duration::from_secs(1)), uuids);
+    }
+}
