@@ -616,7 +616,9 @@ impl Client {
     /// agent's task), else the agent sends it once in sync; the returned
     /// [`Confirmation`] resolves when the server has republished it, as [`set`](Self::set)
     /// returns. Writes submitted one after another are sent in that order and so sequenced in it
-    /// (by one server; a failover can resend some). Pipelining this way, one client writes as fast
+    /// (by one server; a failover can resend some, and so can a new connection to a collector: PUB
+    /// drops what it sends before the server's subscription has reached it, and the retransmit
+    /// comes later, out of order). Pipelining this way, one client writes as fast
     /// as the server applies, not one round trip per write.
     ///
     /// **Cancel safety:** dropping this future before it returns has not submitted the write
