@@ -374,9 +374,9 @@ impl Agent {
                 _ = tokio::time::sleep_until(set_check.unwrap_or_else(|| Instant::now() + far)), if set_check.is_some() => {
                     self.check_sets(!syncing, server);
                 }
-                _ = self.shared.outbox.first_pending.notified() => {
-                    // A write went out the direct way with no other in flight: keep a check of
-                    // timeouts and retransmits scheduled while any is pending.
+                _ = self.shared.outbox.unchecked.notified() => {
+                    // A write went out the direct way with no check scheduled: keep one
+                    // scheduled while any write is pending.
                     self.schedule_set_check(Instant::now() + self.options.set_retry);
                 }
             }
@@ -623,6 +623,7 @@ impl Agent {
 
     fn schedule_set_check(&mut self, at: Instant) {
         self.next_set_check = Some(self.next_set_check.map_or(at, |t| t.min(at)));
+        self.shared.outbox.lock().checking = true;
     }
 
     /// A write the agent took from its channel: pending, and sent now if `active` (in sync) and
@@ -712,6 +713,8 @@ impl Agent {
                 _ => p.deadline,
             })
             .min();
+        // Cleared under the lock that records writes: one recorded after this is told to us.
+        outbox.checking = next.is_some();
         drop(outbox);
         if let Some(at) = next {
             self.schedule_set_check(at);

@@ -41,9 +41,11 @@ pub(super) struct PendingSet {
 /// The writes in flight and the direct way out (see the module docs).
 pub(super) struct Outbox {
     state: Mutex<State>,
-    /// Rung when a write taken the direct way finds no other in flight: the agent then schedules
-    /// its check of timeouts and retransmits (it keeps one scheduled while any write is pending).
-    pub(super) first_pending: Notify,
+    /// Rung when a write taken the direct way finds no check of timeouts and retransmits
+    /// scheduled by the agent ([`State::checking`]): the agent then schedules one. Only then: a
+    /// wake-up of the agent for every write, off the write's path but competing with it for the
+    /// runtime's threads, made the p99 of `set` under load worse, not better.
+    pub(super) unchecked: Notify,
     set_timeout: Duration,
 }
 
@@ -55,6 +57,10 @@ pub(super) struct State {
     direct: Option<Vec<Socket>>,
     /// Writes handed to the agent's channel and not yet taken by it.
     queued: usize,
+    /// The agent has a check of the pending writes scheduled (it sets this when it schedules one
+    /// and clears it, under this lock, when a check finds nothing left to schedule), so a write
+    /// recorded while it is set will be looked at.
+    pub checking: bool,
 }
 
 /// What [`Outbox::submit`] did with a write.
@@ -69,8 +75,14 @@ pub(super) enum Submitted {
 impl Outbox {
     pub(super) fn new(set_timeout: Duration) -> Outbox {
         Outbox {
-            state: Mutex::new(State { pending: HashMap::new(), next_order: 0, direct: None, queued: 0 }),
-            first_pending: Notify::new(),
+            state: Mutex::new(State {
+                pending: HashMap::new(),
+                next_order: 0,
+                direct: None,
+                queued: 0,
+                checking: false,
+            }),
+            unchecked: Notify::new(),
             set_timeout,
         }
     }
@@ -90,11 +102,11 @@ impl Outbox {
         };
         send(publishers, &msg);
         let now = Instant::now();
-        let first = state.pending.is_empty();
         state.insert(msg, reply, Some(now), now + self.set_timeout);
+        let unchecked = !std::mem::replace(&mut state.checking, true);
         drop(state);
-        if first {
-            self.first_pending.notify_one();
+        if unchecked {
+            self.unchecked.notify_one();
         }
         Submitted::Sent
     }
@@ -176,12 +188,18 @@ mod tests {
         assert!(matches!(outbox.submit(msg, reply), Submitted::Queue(..)));
         outbox.lock().take_queued();
         outbox.lock().take_queued();
-        // Open and nothing queued: sent, pending, and the agent told of its first pending write.
+        // Open and nothing queued: sent, pending, and the agent (no check scheduled) told once.
         let (msg, reply, _rx) = write("/c");
         let uuid = msg.uuid.unwrap();
         assert!(matches!(outbox.submit(msg, reply), Submitted::Sent));
         assert!(outbox.lock().pending.get(&uuid).is_some_and(|p| p.sent.is_some()));
-        tokio::time::timeout(Duration::from_secs(5), outbox.first_pending.notified()).await.expect("notified");
+        tokio::time::timeout(Duration::from_secs(5), outbox.unchecked.notified()).await.expect("notified");
+        let (msg, reply, _rx) = write("/c2");
+        assert!(matches!(outbox.submit(msg, reply), Submitted::Sent));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), outbox.unchecked.notified()).await.is_err(),
+            "a check is scheduled already: not told again"
+        );
         assert!(outbox.lock().due(Instant::now(), Duration::from_secs(1)).is_empty(), "just sent: not due");
         outbox.lock().set_direct(None);
         let (msg, reply, _rx) = write("/d");
