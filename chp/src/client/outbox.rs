@@ -34,8 +34,6 @@ pub(super) struct PendingSet {
     pub sent: Option<Instant>,
     /// When it fails with [`ClientError::SetTimeout`].
     pub deadline: Instant,
-    /// Its place in submission order: writes held until the client is in sync go out in it.
-    order: u64,
 }
 
 /// The writes in flight and the direct way out (see the module docs).
@@ -51,8 +49,9 @@ pub(super) struct Outbox {
 
 pub(super) struct State {
     pub pending: HashMap<Uuid, PendingSet>,
-    /// The next write's [`PendingSet::order`].
-    next_order: u64,
+    /// The writes recorded unsent, in submission order, so they go out in it (answered or sent
+    /// ones are dropped from it by [`due`](Self::due); it is empty once the client is in sync).
+    held: Vec<Uuid>,
     /// The agent's PUB sockets while the direct way is open.
     direct: Option<Vec<Socket>>,
     /// Writes handed to the agent's channel and not yet taken by it.
@@ -77,7 +76,7 @@ impl Outbox {
         Outbox {
             state: Mutex::new(State {
                 pending: HashMap::new(),
-                next_order: 0,
+                held: Vec::new(),
                 direct: None,
                 queued: 0,
                 checking: false,
@@ -116,22 +115,20 @@ impl State {
     /// Records a write, after every write recorded before it.
     pub(super) fn insert(&mut self, msg: KvMsg, reply: Reply, sent: Option<Instant>, deadline: Instant) {
         let uuid = msg.uuid.expect("client sets carry a UUID");
-        let order = self.next_order;
-        self.next_order += 1;
-        self.pending.insert(uuid, PendingSet { msg, reply, sent, deadline, order });
+        if sent.is_none() {
+            self.held.push(uuid);
+        }
+        self.pending.insert(uuid, PendingSet { msg, reply, sent, deadline });
     }
 
-    /// The pending writes not sent yet or last sent `retry` or more before `now`, in submission
-    /// order.
-    pub(super) fn due(&self, now: Instant, retry: Duration) -> Vec<Uuid> {
-        let mut due: Vec<(u64, Uuid)> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.sent.is_none_or(|t| t + retry <= now))
-            .map(|(uuid, p)| (p.order, *uuid))
-            .collect();
-        due.sort_unstable();
-        due.into_iter().map(|(_, uuid)| uuid).collect()
+    /// The pending writes to send: those not sent yet, in submission order, then those last sent
+    /// `retry` or more before `now` (a retransmit comes out of order whatever its place).
+    pub(super) fn due(&mut self, now: Instant, retry: Duration) -> Vec<Uuid> {
+        let pending = &self.pending;
+        self.held.retain(|uuid| pending.get(uuid).is_some_and(|p| p.sent.is_none()));
+        let mut due = self.held.clone();
+        due.extend(pending.iter().filter(|(_, p)| p.sent.is_some_and(|t| t + retry <= now)).map(|(uuid, _)| *uuid));
+        due
     }
 
     /// The agent took a write from its channel.
