@@ -197,7 +197,12 @@ mod tests {
         let (msg, reply, _rx) = write("/c2");
         assert!(matches!(outbox.submit(msg, reply), Submitted::Sent));
         assert!(outbox.unchecked.notified().now_or_never().is_none(), "a check is scheduled already: not told again");
-        assert!(outbox.lock().due(Instant::now(), Duration::from_secs(3600)).is_empty(), "just sent: not due");
+        // Due for a retransmit exactly `retry` after it was sent, not before (asked at instants
+        // derived from its own send time, so no clock is read).
+        let retry = Duration::from_secs(1);
+        let sent = outbox.lock().pending[&uuid].sent.unwrap();
+        assert!(!outbox.lock().due(sent + retry - Duration::from_millis(1), retry).contains(&uuid), "not due yet");
+        assert!(outbox.lock().due(sent + retry, retry).contains(&uuid), "due");
         outbox.lock().set_direct(None);
         let (msg, reply, _rx) = write("/d");
         assert!(matches!(outbox.submit(msg, reply), Submitted::Queue(..)));
