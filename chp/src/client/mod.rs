@@ -622,8 +622,9 @@ impl Client {
     /// as the server applies, not one round trip per write.
     ///
     /// **Cancel safety:** dropping this future before it returns has not submitted the write
-    /// (it only awaits a place in the agent's queue, before anything is sent); dropping the [`Confirmation`] does not withdraw it (it is still sent and
-    /// retransmitted), only its answer is lost.
+    /// (it only awaits a place in the agent's queue, before anything is sent); dropping the
+    /// [`Confirmation`] does not withdraw it (it is still sent and retransmitted), only its
+    /// answer is lost.
     ///
     /// ```no_run
     /// # async fn demo(client: chp::Client) -> Result<(), chp::ClientError> {
