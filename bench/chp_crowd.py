@@ -3,21 +3,24 @@
 
 What it measures (after `cargo build --release -p zmtp-chp --bin chp --example crowd`):
   1. starts `chp server --port 0 --bind 127.0.0.1`; server VmRSS = baseline;
-  2. starts --processes processes of `crowd` with --clients each (two sockets per client: a SUB
-     on the publisher, a DEALER on the snapshot port); the first loads --keys keys (100 B values)
-     first; every client takes one snapshot of them;
+  2. starts --processes processes of `crowd` with --clients each (a SUB per client on the
+     publisher, held, and a DEALER on the snapshot port from its request to its KTHXBAI, as a
+     `chp::Client` does); the first loads --keys keys (100 B values) first; every client takes one
+     snapshot of them;
   3. server VmRSS with every client connected and synced: (RSS - baseline) / clients = memory per
      client on the server;
-  4. the storm: every process is told `storm` at once; each client drops its DEALER, connects a
-     fresh one and asks for a snapshot (what every client does after a failover); reported: the
+  4. the storm: every process is told `storm` at once; each client connects a fresh DEALER and
+     asks for a snapshot (what every client does after a failover); reported: the
      time until the last process has every KTHXBAI back, the server's CPU time (user + system) and
      peak RSS meanwhile, and its
      snapshot counters (served / abandoned: a storm is coalesced by the server's 32 concurrent
      snapshot streams, the rest wait holding nothing).
 
-The server's open-file limit bounds the crowd: two connections per client, so
-RLIMIT_NOFILE / 2 clients at most (20,000 / 2 on the machine this was written on, minus the
-listeners and the few files a process holds).
+The server's open-file limit bounds the crowd: one connection per client between snapshots, so
+RLIMIT_NOFILE clients at most (20,000 on the machine this was written on, minus the listeners and
+the few files a process holds). While more clients ask at once than it has files left, the server's
+accepts fail (EMFILE) and the rest wait in the listen backlog until finished snapshots free theirs.
+With --keep-dealers every client keeps its DEALER (two connections each).
 
 Run: python3 bench/chp_crowd.py [--processes 4] [--clients 1200] [--keys 1000] [--json FILE]
 """
@@ -78,6 +81,7 @@ def main():
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--binary", default="target/release/chp")
     ap.add_argument("--crowd", default="target/release/examples/crowd")
+    ap.add_argument("--keep-dealers", action="store_true", help="clients keep their DEALER between snapshots")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -97,6 +101,8 @@ def main():
             cmd = [args.crowd, "--server", endpoint, "--clients", str(args.clients)]
             if i == 0:
                 cmd += ["--load", str(args.keys)]
+            if args.keep_dealers:
+                cmd += ["--keep-dealers"]
             p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)
             crowds.append(p)

@@ -1,17 +1,19 @@
 //! Many CHP clients in one process, for measuring a server under a crowd (issue 17's "thousands
 //! of clients"): `bench/chp_crowd.py` starts a `chp server` and several of these processes.
 //!
-//! Each client is what a 12/CHP client holds on the wire: a SUB on the publisher (subscribed to
-//! its subtree and HUGZ) and a DEALER on the snapshot port. The process connects `--clients` of
-//! them, has every one take a snapshot (ICANHAZ? → KTHXBAI), prints `synced N in T`, then reads
-//! commands from stdin:
+//! Each client holds what a `chp::Client` that reads holds on the wire: a SUB on the publisher
+//! (subscribed to its subtree and HUGZ), and a DEALER on the snapshot port only from its request
+//! (ICANHAZ?) to the snapshot's end (KTHXBAI). The process connects `--clients` of them, has every
+//! one take a snapshot, prints `synced N in T`, then reads commands from stdin:
 //!
-//! - `storm`: every client drops its DEALER, connects a fresh one and asks again at once (what all
-//!   clients do after a failover); prints `stormed N in T` once every KTHXBAI is back;
+//! - `storm`: every client connects a fresh DEALER and asks again at once (what all clients do
+//!   after a failover); prints `stormed N in T` once every KTHXBAI is back;
 //! - end of input: exit.
 //!
 //! With `--load K` it first publishes K keys (`/k/0000001` …, 100 B values) into the collector and
-//! waits until a snapshot holds them.
+//! waits until a snapshot holds them. `--keep-dealers` keeps every DEALER connected between
+//! snapshots (the Guide's clients, and `chp::Client` before it let go of its snapshot connection):
+//! two server connections per client instead of one.
 //!
 //! `cargo run --release -p zmtp-chp --example crowd -- --server tcp://127.0.0.1:5556 --clients 1000`
 
@@ -29,9 +31,12 @@ struct Args {
     /// The server's snapshot endpoint (port P; the publisher is P+1, the collector P+2).
     #[arg(long)]
     server: String,
-    /// Clients in this process (two sockets each).
+    /// Clients in this process.
     #[arg(long, default_value_t = 1000)]
     clients: usize,
+    /// Keep each client's DEALER connected between snapshots.
+    #[arg(long)]
+    keep_dealers: bool,
     /// Keys to load first.
     #[arg(long, default_value_t = 0)]
     load: usize,
@@ -99,7 +104,6 @@ async fn main() -> Fallible {
 
     let t0 = Instant::now();
     let mut subscribers = Vec::with_capacity(args.clients);
-    let mut dealers = Vec::with_capacity(args.clients);
     for _ in 0..args.clients {
         let sub = Socket::new(SocketType::Sub);
         sub.set_linger(Some(Duration::ZERO));
@@ -107,10 +111,10 @@ async fn main() -> Fallible {
         sub.subscribe("HUGZ")?;
         sub.connect(&address.publisher()).await?;
         subscribers.push(sub);
-        dealers.push(dealer(&address).await?);
     }
-    let keys = try_join_all(dealers.iter().map(|d| snapshot(d, &subtree))).await?;
-    println!("synced {} in {:.3} s ({} keys each)", args.clients, t0.elapsed().as_secs_f64(), keys[0]);
+    let mut dealers = Vec::new();
+    let keys = snapshots(&address, &subtree, args.clients, args.keep_dealers.then_some(&mut dealers)).await?;
+    println!("synced {} in {:.3} s ({} keys each)", args.clients, t0.elapsed().as_secs_f64(), keys);
 
     let (tx, mut lines) = tokio::sync::mpsc::channel::<String>(4);
     std::thread::spawn(move || {
@@ -129,11 +133,40 @@ async fn main() -> Fallible {
         for d in dealers.drain(..) {
             d.close().await;
         }
-        for _ in 0..args.clients {
-            dealers.push(dealer(&address).await?);
-        }
-        try_join_all(dealers.iter().map(|d| snapshot(d, &subtree))).await?;
+        snapshots(&address, &subtree, args.clients, args.keep_dealers.then_some(&mut dealers)).await?;
         println!("stormed {} in {:.3} s", args.clients, t0.elapsed().as_secs_f64());
     }
     Ok(())
+}
+
+/// Every client connects a DEALER and takes a snapshot, all at once; each DEALER is closed once
+/// its KTHXBAI is in, or kept in `keep`. Returns the keys of one snapshot.
+async fn snapshots(
+    address: &ServerAddress,
+    subtree: &Subtree,
+    clients: usize,
+    keep: Option<&mut Vec<Socket>>,
+) -> Fallible<usize> {
+    let keeping = keep.is_some();
+    let mut connected = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connected.push(dealer(address).await?);
+    }
+    let done = try_join_all(connected.into_iter().map(|d| async move {
+        let keys = snapshot(&d, subtree).await?;
+        let kept = match keeping {
+            true => Some(d),
+            false => {
+                d.close().await;
+                None
+            }
+        };
+        Fallible::Ok((keys, kept))
+    }))
+    .await?;
+    let keys = done.first().map_or(0, |(keys, _)| *keys);
+    if let Some(keep) = keep {
+        keep.extend(done.into_iter().filter_map(|(_, kept)| kept));
+    }
+    Ok(keys)
 }

@@ -465,6 +465,39 @@ async fn sequence_gap_triggers_a_resync() {
     .await;
 }
 
+/// A client drops its snapshot connection once its snapshot is loaded (the server then holds one
+/// connection per reading client, not two) and makes a fresh one when it needs the next snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshot_connection_lasts_from_the_request_to_the_loaded_snapshot() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        let mut snapshot_side = fake.router.monitor();
+        let client = Client::start(options(&fake.address, "")).unwrap();
+        let mut events = client.events();
+        let (first, _) = fake.await_icanhaz().await;
+        fake.reply(&first, &[("a", "1")], 6).await;
+        step("sync", client.loaded()).await.unwrap();
+        step("the snapshot connection closed", async {
+            while !matches!(snapshot_side.next_event().await, Some(MonitorEvent::Disconnected { .. })) {}
+        })
+        .await;
+        // Still in sync: updates arrive on the subscriber alone.
+        fake.publish("a", "2", 7).await;
+        wait_event(&mut events, |e| matches!(e, Event::Set { sequence: 7, .. })).await;
+        // A gap needs a new snapshot: asked on a connection of its own.
+        fake.publish("a", "4", 9).await;
+        let (second, _) = fake.await_icanhaz().await;
+        assert_ne!(first, second, "a fresh snapshot connection");
+        fake.reply(&second, &[("a", "4")], 9).await;
+        wait_event(&mut events, |e| matches!(e, Event::Synced { sequence: 9, .. })).await;
+        step("the second snapshot connection closed", async {
+            while !matches!(snapshot_side.next_event().await, Some(MonitorEvent::Disconnected { .. })) {}
+        })
+        .await;
+    })
+    .await;
+}
+
 /// With [`GapPolicy::Fail`] a gap stops the client with an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sequence_gap_fails_the_client_under_the_fail_policy() {

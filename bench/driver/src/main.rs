@@ -878,8 +878,9 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
     Outcome::Values(m)
 }
 
-/// Clients per crowd process: 2,400 (4 processes: 9,600 clients, two server connections each),
-/// fewer if the open-files limit the server inherits would not hold them; 250 with `--quick`.
+/// Clients per crowd process: 2,500 (4 processes: 10,000 clients, each one server connection
+/// between snapshots and two while it takes one), fewer if the open-files limit the server
+/// inherits would not hold them; 250 with `--quick`.
 fn crowd_clients_per_process(quick: bool) -> usize {
     if quick {
         return 250;
@@ -891,7 +892,7 @@ fn crowd_clients_per_process(quick: bool) -> usize {
             l.lines().find(|l| l.starts_with("Max open files"))?.split_whitespace().nth(3)?.parse::<usize>().ok()
         })
         .unwrap_or(1024);
-    (limit.saturating_sub(200) / 2 / 4).min(2400)
+    (limit.saturating_sub(200) / 4).min(2500)
 }
 
 /// One `bench/chp_crowd.py` run: every `key: value` line it prints, as `crowd_<key>`.

@@ -294,7 +294,7 @@ pub fn markdown(
     let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
     let _ = writeln!(
         s,
-        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {} --process-updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values; first in the server's process, then in processes of their own (the server's CPU read from its own accounting: 1 / CPU per update is what one core of it would sustain). The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). The crowd rows come from `bench/chp_crowd.py` (the `chp` command's server, built as `bench-chp-server`, under 4 processes of the crowd example, `bench-chp-crowd`: as many clients as the open-files limit holds, up to 9,600, each a SUB on the publisher and a DEALER that takes a 1,000-key snapshot, then all of them dropping their DEALER and asking again at once, as after a failover). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
+        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {} --process-updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values; first in the server's process, then in processes of their own (the server's CPU read from its own accounting: 1 / CPU per update is what one core of it would sustain). The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). The crowd rows come from `bench/chp_crowd.py` (the `chp` command's server, built as `bench-chp-server`, under 4 processes of the crowd example, `bench-chp-crowd`: as many clients as the open-files limit holds, up to 10,000, each a SUB on the publisher and, as a `chp::Client`, a DEALER only while it takes a 1,000-key snapshot, then all of them asking again at once on fresh DEALERs, as after a failover). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
         if opts.quick { 50000 } else { 200000 },
         if opts.quick { 200000 } else { 1000000 }
     );
@@ -350,7 +350,7 @@ pub fn markdown(
     let crowd_rows: Vec<(String, &str, Format)> = vec![
         (
             format!(
-                "crowd of {clients} clients (`bench/chp_crowd.py`: 4 processes of raw SUB + DEALER clients, 1,000-key snapshots): server memory per client (RSS)"
+                "crowd of {clients} clients (`bench/chp_crowd.py`: 4 processes of raw SUB clients, a DEALER each while it takes a 1,000-key snapshot): server memory per client (RSS)"
             ),
             "crowd_server_bytes_per_client",
             |v| kib(v / 1024.0),
@@ -712,7 +712,7 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
     let crowd = chp("crowd_clients");
     let _ = writeln!(
         s,
-        "| CHP 10,000 concurrent clients, storms coalesced and bounded | {} clients (two server connections each: the open-files limit here, 20,000 hard, holds at most ~9,900); {} per client; all reconnecting at once served in {}, {} abandoned | {} |",
+        "| CHP 10,000 concurrent clients, storms coalesced and bounded | {} clients (one server connection each between snapshots, two while taking one: the open-files limit here is 20,000 hard); {} per client; all reconnecting at once served in {}, {} abandoned | {} |",
         crowd.map(|n| format!("{n:.0}")).unwrap_or("—".into()),
         chp("crowd_server_bytes_per_client").map(|v| kib(v / 1024.0)).unwrap_or("—".into()),
         chp("crowd_storm_s").map(secs).unwrap_or("—".into()),

@@ -381,6 +381,9 @@ impl Agent {
                 }
             }
             self.update_direct(!state.is_syncing() && !ask_again && self.collector_ready(server));
+            if !state.is_syncing() {
+                connection.release_snapshot(server).await;
+            }
             if ask_again {
                 // The snapshot could not be proven exact: ask again on a fresh snapshot socket
                 // (replies to the earlier request must not be taken for this one's).

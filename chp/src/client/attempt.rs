@@ -39,6 +39,8 @@ pub(super) struct Connection {
     hugz_subscribed: bool,
     pub(super) dealer: Socket,
     pub(super) dealer_link: Link,
+    /// The DEALER is connected: from each request until its snapshot has been loaded.
+    dealer_connected: bool,
 }
 
 /// One socket's connection to the server, as its monitor reports it.
@@ -75,6 +77,7 @@ impl Connection {
             hugz_subscribed: options.subtree.is_all(),
             dealer,
             dealer_link: Link::new(dealer_events),
+            dealer_connected: true,
         })
     }
 
@@ -88,8 +91,20 @@ impl Connection {
         let (fresh, events) = snapshot_socket(options, server).await?;
         std::mem::replace(&mut self.dealer, fresh).close().await;
         self.dealer_link.renew(events);
+        self.dealer_connected = true;
         self.ask(&options.subtree);
         Ok(())
+    }
+
+    /// Drops the snapshot connection once a snapshot is loaded: it carries nothing more until
+    /// the next request, which [`ask_again`](Self::ask_again) makes on a fresh socket anyway. The
+    /// server then holds two connections per client (our subscriber and our publisher) instead of
+    /// three: under an open-files limit of 20,000, the difference between 6,600 clients and 9,900.
+    pub(super) async fn release_snapshot(&mut self, server: &ServerAddress) {
+        if std::mem::take(&mut self.dealer_connected) {
+            // Err: the connect already ended (its monitor tells the agent what that means).
+            let _ = self.dealer.disconnect(&server.snapshot()).await;
+        }
     }
 
     /// A monitor event of the subscriber.
