@@ -37,7 +37,7 @@ impl Replica {
 
     /// Applies a KVPUB.
     pub fn apply(&mut self, msg: KvMsg, subtree: &Subtree, check_gaps: bool) -> Applied {
-        match self.0.apply(msg, subtree, check_gaps) {
+        match self.0.apply(msg, subtree, check_gaps, true) {
             Outcome::Applied(_) => Applied::Applied,
             Outcome::Stale => Applied::Stale,
             Outcome::OutsideSubtree => Applied::OutsideSubtree,

@@ -25,7 +25,7 @@ use super::attempt::{Connection, End};
 use super::failure::Failure;
 use super::failure::ServerLoss;
 use super::outbox::{Reply, State};
-use super::recent::RecentWrites;
+use super::recent::{RecentWrites, fingerprint};
 use super::replica::Outcome;
 use super::sync::{Answer, Heard, Load, SyncState};
 use super::{ClientError, ClientOptions, Command, Event, GapPolicy, Shared, Status};
@@ -539,24 +539,22 @@ impl Agent {
         let check_gaps = self.options.subtree.is_all();
         // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
         let ours = uuid.and_then(|u| self.shared.outbox.lock().pending.remove(&u));
-        let mut before = None;
-        let outcome = {
+        let (outcome, before) = {
             let mut replica = self.shared.replica_mut();
-            if ours.is_some() {
-                before = replica.map.get(&msg.key).cloned();
-            }
-            let outcome = replica.apply(msg, &self.options.subtree, check_gaps);
-            if let Outcome::Applied(event) = &outcome
-                && super::listened(&self.events)
+            // What the key held before our write, should it need repairing after a failover.
+            let before = ours.is_some().then(|| fingerprint(replica.map.get(&msg.key[..]).map(|v| &v[..])));
+            let mut outcome = replica.apply(msg, &self.options.subtree, check_gaps, super::listened(&self.events));
+            if let Outcome::Applied(event) = &mut outcome
+                && let Some(event) = event.take()
             {
                 // Sent under the lock, so `Client::watch` gets an exact cut.
-                self.emit(event.clone());
+                self.emit(event);
             }
-            outcome
+            (outcome, before)
         };
         if let Some(p) = ours {
             let _ = p.reply.send(Ok(Some(sequence)));
-            if matches!(outcome, Outcome::Applied(_)) {
+            if let (Outcome::Applied(_), Some(before)) = (&outcome, before) {
                 self.recent.confirmed(p.msg, before, Instant::now());
             }
         }

@@ -11,7 +11,6 @@
 //! way only when no write is waiting in the channel (else it could overtake one), and the agent
 //! sends what it held before it opens the way.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use zmtp::Socket;
 
 use super::ClientError;
 use crate::kvmsg::KvMsg;
-use crate::uuid::Uuid;
+use crate::uuid::{Uuid, UuidMap};
 
 /// Where a write's answer goes: its sequence once echoed (`None`: confirmed without one).
 pub(super) type Reply = oneshot::Sender<Result<Option<u64>, ClientError>>;
@@ -48,7 +47,7 @@ pub(super) struct Outbox {
 }
 
 pub(super) struct State {
-    pub pending: HashMap<Uuid, PendingSet>,
+    pub pending: UuidMap<PendingSet>,
     /// The writes recorded unsent, in submission order, so they go out in it (answered or sent
     /// ones are dropped from it by [`due`](Self::due); it is empty once the client is in sync).
     held: Vec<Uuid>,
@@ -75,7 +74,7 @@ impl Outbox {
     pub(super) fn new(set_timeout: Duration) -> Outbox {
         Outbox {
             state: Mutex::new(State {
-                pending: HashMap::new(),
+                pending: UuidMap::default(),
                 held: Vec::new(),
                 direct: None,
                 queued: 0,
@@ -155,10 +154,14 @@ impl State {
 
 /// One KVSET to every collector: PUB never blocks (it drops at the HWM); the retransmit covers a drop.
 fn send(publishers: &[Socket], msg: &KvMsg) {
+    let Some((last, others)) = publishers.split_last() else { return };
     let msg = msg.to_message();
-    for publisher in publishers {
+    // A KVSET's frames do not fit a message inline: each clone allocates, so the last (usually
+    // the only) publisher takes the message itself.
+    for publisher in others {
         let _ = publisher.try_send(msg.clone());
     }
+    let _ = last.try_send(msg);
 }
 
 #[cfg(test)]

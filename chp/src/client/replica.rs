@@ -21,8 +21,8 @@ pub(crate) struct Replica {
 /// What [`Replica::apply`] did with a KVPUB.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// Applied; the change.
-    Applied(Event),
+    /// Applied, with its event when one was asked for.
+    Applied(Option<Event>),
     /// Sequence ≤ the snapshot's: already in the snapshot, discarded.
     Stale,
     /// Key outside our subtree (the HUGZ subscription also matches keys such as `HUGZ…`): ignored.
@@ -76,7 +76,8 @@ impl Replica {
     /// some sequences) a skipped sequence is reported instead of applied. The first update after a
     /// snapshot may skip ahead: 12/CHP lets KTHXBAI carry the highest KVSYNC sequence, which can
     /// be below the server's current one.
-    pub fn apply(&mut self, msg: KvMsg, subtree: &Subtree, check_gaps: bool) -> Outcome {
+    /// Applies a KVPUB; the event it makes only when `events` (someone listens).
+    pub fn apply(&mut self, msg: KvMsg, subtree: &Subtree, check_gaps: bool, events: bool) -> Outcome {
         if !subtree.contains(&msg.key) {
             return Outcome::OutsideSubtree;
         }
@@ -89,17 +90,34 @@ impl Replica {
         if check_gaps && self.beyond_snapshot && msg.sequence != self.sequence + 1 {
             return Outcome::Gap { expected: self.sequence + 1, got: msg.sequence };
         }
-        self.sequence = msg.sequence;
+        let sequence = msg.sequence;
+        self.sequence = sequence;
         self.beyond_snapshot = true;
         if msg.body.is_empty() {
-            self.map.remove(&msg.key);
-            Outcome::Applied(Event::Deleted { key: msg.key, sequence: msg.sequence })
-        } else {
-            // Copy: a received frame may share (and pin) a large socket read buffer.
-            let (key, value) = (Bytes::copy_from_slice(&msg.key), Bytes::copy_from_slice(&msg.body));
-            self.map.insert(key.clone(), value.clone());
-            Outcome::Applied(Event::Set { key, value, sequence: msg.sequence })
+            self.map.remove(&msg.key[..]);
+            return Outcome::Applied(events.then(|| Event::Deleted { key: msg.key, sequence }));
         }
+        // Copied: the message's frames are slices of a connection's read buffer, which a kept
+        // slice would keep whole. A key already held keeps its copy (an update of a known key,
+        // the usual case, copies only the value); the event shares the map's copies.
+        let value = Bytes::copy_from_slice(&msg.body);
+        let event_value = events.then(|| value.clone());
+        let key = match self.map.get_mut(&msg.key[..]) {
+            Some(held) => {
+                *held = value;
+                match events {
+                    true => self.map.get_key_value(&msg.key[..]).map(|(key, _)| key.clone()),
+                    false => None,
+                }
+            }
+            None => {
+                let key = Bytes::copy_from_slice(&msg.key);
+                let event_key = events.then(|| key.clone());
+                self.map.insert(key, value);
+                event_key
+            }
+        };
+        Outcome::Applied(key.zip(event_value).map(|(key, value)| Event::Set { key, value, sequence }))
     }
 }
 
@@ -124,10 +142,10 @@ mod tests {
         r.load(map(&[("a", "new")]), 6, &HashSet::new(), Some(&mut ev));
         assert_eq!(ev, vec![Event::Set { key: "a".into(), value: "new".into(), sequence: 6 }]);
         let all = Subtree::all();
-        assert_eq!(r.apply(kv("a", "old", 5), &all, true), Outcome::Stale);
-        assert_eq!(r.apply(kv("a", "old6", 6), &all, true), Outcome::Stale);
+        assert_eq!(r.apply(kv("a", "old", 5), &all, true, true), Outcome::Stale);
+        assert_eq!(r.apply(kv("a", "old6", 6), &all, true, true), Outcome::Stale);
         assert_eq!(r.map, map(&[("a", "new")]));
-        assert!(matches!(r.apply(kv("a", "", 7), &all, true), Outcome::Applied(Event::Deleted { .. })));
+        assert!(matches!(r.apply(kv("a", "", 7), &all, true, true), Outcome::Applied(Some(Event::Deleted { .. }))));
         assert!(r.map.is_empty());
         assert_eq!(r.sequence, 7);
     }
@@ -138,12 +156,12 @@ mod tests {
         r.load(BTreeMap::new(), 10, &HashSet::new(), Some(&mut Vec::new()));
         let all = Subtree::all();
         // The first update after a snapshot may skip ahead.
-        assert!(matches!(r.apply(kv("a", "1", 12), &all, true), Outcome::Applied(_)));
-        assert_eq!(r.apply(kv("a", "2", 14), &all, true), Outcome::Gap { expected: 13, got: 14 });
+        assert!(matches!(r.apply(kv("a", "1", 12), &all, true, true), Outcome::Applied(_)));
+        assert_eq!(r.apply(kv("a", "2", 14), &all, true, true), Outcome::Gap { expected: 13, got: 14 });
         assert_eq!(r.sequence, 12);
-        assert!(matches!(r.apply(kv("a", "2", 14), &all, false), Outcome::Applied(_)));
-        assert_eq!(r.apply(kv("a", "x", 3), &all, true), Outcome::Regression { last: 14, got: 3 });
-        assert_eq!(r.apply(kv("a", "x", 14), &all, true), Outcome::Regression { last: 14, got: 14 });
+        assert!(matches!(r.apply(kv("a", "2", 14), &all, false, true), Outcome::Applied(_)));
+        assert_eq!(r.apply(kv("a", "x", 3), &all, true, true), Outcome::Regression { last: 14, got: 3 });
+        assert_eq!(r.apply(kv("a", "x", 14), &all, true, true), Outcome::Regression { last: 14, got: 14 });
         assert_eq!(r.map, map(&[("a", "2")]));
     }
 
@@ -152,7 +170,7 @@ mod tests {
         let mut r = Replica::default();
         let sub: Subtree = "/a/".parse().unwrap();
         r.load(map(&[("/a/1", "x"), ("/a/2", "y")]), 3, &HashSet::new(), Some(&mut Vec::new()));
-        assert_eq!(r.apply(kv("HUGZx", "1", 4), &sub, false), Outcome::OutsideSubtree);
+        assert_eq!(r.apply(kv("HUGZx", "1", 4), &sub, false, true), Outcome::OutsideSubtree);
         assert_eq!(r.sequence, 3);
         let mut ev = Vec::new();
         r.load(map(&[("/a/1", "x"), ("/a/3", "z")]), 9, &HashSet::new(), Some(&mut ev));
@@ -177,12 +195,30 @@ mod tests {
         assert!(ev.is_empty(), "{ev:?}");
         let all = Subtree::all();
         assert_eq!(
-            r.apply(kv("k", "new", 3072), &all, true),
-            Outcome::Applied(Event::Set { key: "k".into(), value: "new".into(), sequence: 3072 })
+            r.apply(kv("k", "new", 3072), &all, true, true),
+            Outcome::Applied(Some(Event::Set { key: "k".into(), value: "new".into(), sequence: 3072 }))
         );
         assert_eq!(
-            r.apply(kv("gone", "", 3073), &all, true),
-            Outcome::Applied(Event::Deleted { key: "gone".into(), sequence: 3073 })
+            r.apply(kv("gone", "", 3073), &all, true, true),
+            Outcome::Applied(Some(Event::Deleted { key: "gone".into(), sequence: 3073 }))
         );
+    }
+
+    #[test]
+    fn without_listeners_no_event_is_made_and_a_held_key_keeps_its_copy() {
+        let mut r = Replica::default();
+        r.load(map(&[("k", "old")]), 1, &HashSet::new(), None);
+        let all = Subtree::all();
+        let held = r.map.keys().next().unwrap().as_ptr();
+        assert_eq!(r.apply(kv("k", "new", 2), &all, true, false), Outcome::Applied(None));
+        assert_eq!(r.map, map(&[("k", "new")]));
+        assert_eq!(r.map.keys().next().unwrap().as_ptr(), held, "the key was not copied again");
+        assert_eq!(
+            r.apply(kv("k", "newer", 3), &all, true, true),
+            Outcome::Applied(Some(Event::Set { key: "k".into(), value: "newer".into(), sequence: 3 }))
+        );
+        assert_eq!(r.apply(kv("n", "1", 4), &all, true, false), Outcome::Applied(None));
+        assert_eq!(r.apply(kv("n", "", 5), &all, true, false), Outcome::Applied(None));
+        assert_eq!(r.map, map(&[("k", "newer")]));
     }
 }
