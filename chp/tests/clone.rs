@@ -465,6 +465,54 @@ async fn sequence_gap_triggers_a_resync() {
     .await;
 }
 
+/// ZeroMQ's slow joiner: our PUB drops KVSETs sent before the collector's subscription reaches
+/// it, though its connection is up. Writes submitted then still reach the server in submission
+/// order (only one write goes out until its echo proves the subscription; before, the first was
+/// dropped, and came after the others once retransmitted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_sent_before_the_collector_subscribed_arrive_in_submission_order() {
+    bounded(async {
+        let fake = Fake::bind().await;
+        // Not subscribed yet: a client PUB that connects gets no subscription.
+        fake.collector.unsubscribe("").unwrap();
+        let mut collector_events = fake.collector.monitor();
+        // No HUGZ from this fake: a long server TTL; a short retransmit interval for the dropped.
+        let client = Client::start(
+            options(&fake.address, "").server_ttl(Duration::from_secs(60)).set_timing(Duration::from_millis(50), STEP),
+        )
+        .unwrap();
+        let (id, _) = fake.await_icanhaz().await;
+        step("collector connected", async {
+            while !matches!(collector_events.next_event().await, Some(MonitorEvent::HandshakeSucceeded { .. })) {}
+        })
+        .await;
+        fake.reply(&id, &[], 6).await;
+        step("sync", client.loaded()).await.unwrap();
+        let mut confirmations = Vec::new();
+        for i in 0..20 {
+            confirmations.push(client.submit(format!("/w/{i}"), format!("{i}"), None).await.unwrap());
+        }
+        fake.collector.subscribe("").unwrap();
+        let (mut seen, mut order, mut sequence) = (std::collections::HashSet::new(), Vec::new(), 6);
+        while order.len() < 20 {
+            let msg = step("a write at the collector", fake.collector.recv()).await.unwrap();
+            let mut kv = KvMsg::parse(msg.frames()).unwrap();
+            if seen.insert(kv.body.clone()) {
+                order.push(String::from_utf8(kv.body.to_vec()).unwrap().parse::<u32>().unwrap());
+                sequence += 1;
+                kv.sequence = sequence;
+                fake.publisher.send(kv.to_message()).await.unwrap();
+            }
+        }
+        assert_eq!(order, (0..20).collect::<Vec<_>>(), "first arrivals in submission order");
+        for (i, confirmation) in confirmations.into_iter().enumerate() {
+            assert_eq!(step("confirmed", confirmation).await.unwrap(), 7 + i as u64);
+        }
+        client.close().await;
+    })
+    .await;
+}
+
 /// A client drops its snapshot connection once its snapshot is loaded (the server then holds one
 /// connection per reading client, not two) and makes a fresh one when it needs the next snapshot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,6 +25,7 @@ use super::attempt::{Connection, End};
 use super::failure::Failure;
 use super::failure::ServerLoss;
 use super::outbox::{Reply, State};
+use super::proof::CollectorProof;
 use super::recent::{RecentWrites, fingerprint};
 use super::replica::Outcome;
 use super::sync::{Answer, Heard, Load, SyncState};
@@ -59,6 +60,8 @@ pub(super) struct Agent {
     refused: HashSet<usize>,
     /// Collector endpoints our PUB has a live connection to.
     collectors_up: HashSet<String>,
+    /// Whether an echo has proven that our KVSETs reach the current server's collector.
+    proof: CollectorProof,
     next_set_check: Option<Instant>,
     /// Index of the server in use.
     current: usize,
@@ -120,6 +123,7 @@ impl Agent {
             pub_events_open: true,
             refused: HashSet::new(),
             collectors_up: HashSet::new(),
+            proof: CollectorProof::default(),
             next_set_check: None,
             current: 0,
             last_message: None,
@@ -257,6 +261,12 @@ impl Agent {
         self.collectors_up.contains(&server.collector())
     }
 
+    /// Connected, and an echo has proven the connection (see the `proof` module).
+    fn collector_proven(&self, server: &ServerAddress) -> bool {
+        let collector = server.collector();
+        self.collectors_up.contains(&collector) && self.proof.is_proven(&collector)
+    }
+
     /// One attempt with `server`: sync, apply, until something ends it.
     async fn attempt(&mut self, server: &ServerAddress) -> End {
         let mut connection = match Connection::open(&self.options, server).await {
@@ -350,12 +360,14 @@ impl Agent {
                 }
                 event = self.pub_events.next(), if self.pub_events_open => match event {
                     Some(MonitorEvent::HandshakeSucceeded { endpoint, .. }) => {
+                        self.proof.connected(&endpoint);
                         self.collectors_up.insert(endpoint);
                         if !syncing {
                             self.flush_sets(server);
                         }
                     }
                     Some(MonitorEvent::Disconnected { endpoint, .. }) => {
+                        self.proof.disconnected(&endpoint);
                         self.collectors_up.remove(&endpoint);
                     }
                     Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
@@ -380,7 +392,7 @@ impl Agent {
                     self.schedule_set_check(Instant::now() + self.options.set_retry);
                 }
             }
-            self.update_direct(!state.is_syncing() && !ask_again && self.collector_ready(server));
+            self.update_direct(!state.is_syncing() && !ask_again && self.collector_proven(server), server);
             if !state.is_syncing() {
                 connection.release_snapshot(server).await;
             }
@@ -396,7 +408,7 @@ impl Agent {
                 icanhaz_retry = Some(now + retry);
             }
         };
-        self.update_direct(false);
+        self.update_direct(false, server);
         connection.close().await;
         end
     }
@@ -539,6 +551,10 @@ impl Agent {
         let check_gaps = self.options.subtree.is_all();
         // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
         let ours = uuid.and_then(|u| self.shared.outbox.lock().pending.remove(&u));
+        if let Some(uuid) = ours.as_ref().and(uuid.as_ref()) {
+            // Our probe's echo: what is held behind it goes out once the loop opens the direct way.
+            self.proof.echoed(uuid);
+        }
         let (outcome, before) = {
             let mut replica = self.shared.replica_mut();
             // What the key held before our write, should it need repairing after a failover.
@@ -633,11 +649,18 @@ impl Agent {
         let uuid = msg.uuid.expect("client sets carry a UUID");
         let now = Instant::now();
         let deadline = now + self.options.set_timeout;
+        let proven = self.collector_proven(server);
+        let ready = active && self.collector_ready(server);
         let sent = {
             let mut outbox = self.shared.outbox.lock();
             outbox.take_queued();
             outbox.insert(msg, reply, None, deadline);
-            active && self.collector_ready(server) && outbox.send(&uuid, &self.publishers, now)
+            match proven {
+                true => active && outbox.send(&uuid, &self.publishers, now),
+                false => {
+                    ready && Self::flush(&mut self.proof, &self.publishers, &mut outbox, server, self.options.set_retry)
+                }
+            }
         };
         self.schedule_set_check(deadline);
         if sent {
@@ -652,31 +675,45 @@ impl Agent {
             return;
         }
         let mut outbox = self.shared.outbox.lock();
-        if self.flush(&mut outbox) {
+        if Self::flush(&mut self.proof, &self.publishers, &mut outbox, server, self.options.set_retry) {
             drop(outbox);
             self.schedule_set_check(Instant::now() + self.options.set_retry);
         }
     }
 
-    /// Sends the pending writes not sent yet or due for a retransmit; true if it sent any.
-    fn flush(&self, outbox: &mut State) -> bool {
+    /// Sends the pending writes not sent yet or due for a retransmit — only the probe while the
+    /// server's collector is not proven; true if it sent any.
+    fn flush(
+        proof: &mut CollectorProof,
+        publishers: &[Socket],
+        outbox: &mut State,
+        server: &ServerAddress,
+        retry: Duration,
+    ) -> bool {
         let now = Instant::now();
-        let due = outbox.due(now, self.options.set_retry);
+        let collector = server.collector();
+        if !proof.is_proven(&collector) {
+            return match proof.next_probe(&collector, outbox, now, retry) {
+                Some(probe) => outbox.send(&probe, publishers, now),
+                None => false,
+            };
+        }
+        let due = outbox.due(now, retry);
         for uuid in &due {
-            outbox.send(uuid, &self.publishers, now);
+            outbox.send(uuid, publishers, now);
         }
         !due.is_empty()
     }
 
     /// Opens the outbox's direct way (what it holds sent first, so nothing overtakes it) or
     /// closes it. A write already pending keeps its scheduled check either way.
-    fn update_direct(&mut self, open: bool) {
+    fn update_direct(&mut self, open: bool, server: &ServerAddress) {
         if open == self.direct_open {
             return;
         }
         self.direct_open = open;
         let mut outbox = self.shared.outbox.lock();
-        let sent = open && self.flush(&mut outbox);
+        let sent = open && Self::flush(&mut self.proof, &self.publishers, &mut outbox, server, self.options.set_retry);
         outbox.set_direct(open.then(|| self.publishers.clone()));
         let pending = !outbox.pending.is_empty();
         drop(outbox);
@@ -702,7 +739,7 @@ impl Agent {
             false
         });
         if active && self.collector_ready(server) {
-            self.flush(&mut outbox);
+            Self::flush(&mut self.proof, &self.publishers, &mut outbox, server, self.options.set_retry);
         }
         // Next: a retransmit still ahead, else the deadline (an unsent set waits for `flush_sets`).
         let retry = self.options.set_retry;

@@ -64,6 +64,7 @@ mod agent;
 mod attempt;
 mod failure;
 mod outbox;
+mod proof;
 mod recent;
 pub(crate) mod replica;
 mod sync;
@@ -616,10 +617,11 @@ impl Client {
     /// agent's task), else the agent sends it once in sync; the returned
     /// [`Confirmation`] resolves when the server has republished it, as [`set`](Self::set)
     /// returns. Writes submitted one after another are sent in that order and so sequenced in it
-    /// (by one server; a failover can resend some, and so can a new connection to a collector: PUB
-    /// drops what it sends before the server's subscription has reached it, and the retransmit
-    /// comes later, out of order). Pipelining this way, one client writes as fast
-    /// as the server applies, not one round trip per write.
+    /// (by one server; a failover can resend some). After each new connection to a collector,
+    /// one write goes out alone until its echo shows the server's subscription has reached our
+    /// PUB (which drops what it sends before that, ZeroMQ's slow joiner); the writes behind it
+    /// follow in order. Pipelining this way, one client writes as fast as the server applies,
+    /// not one round trip per write.
     ///
     /// **Cancel safety:** dropping this future before it returns has not submitted the write
     /// (it only awaits a place in the agent's queue, before anything is sent); dropping the

@@ -1,11 +1,12 @@
 //! The client's writes in flight (sent or not, until their echo or a timeout answers them), shared
 //! by the [`Client`](super::Client) handles and the agent.
 //!
-//! While the agent is in sync with a server whose collector our PUB is connected to, it opens the
-//! *direct way*: a write is sent from the caller's task, under the same lock that records it, so
-//! the agent (which answers it when its echo comes) always finds it, and the write costs no
-//! wake-up of the agent on its way out (one task hop fewer on every `set`'s latency). Otherwise a
-//! write goes through the agent's command channel, which holds it until the client is in sync.
+//! While the agent is in sync with a server whose collector our PUB is connected to, and an echo
+//! has proven that connection (the `proof` module), it opens the *direct way*: a write is sent
+//! from the caller's task, under the same lock that records it, so the agent (which answers it
+//! when its echo comes) always finds it, and the write costs no wake-up of the agent on its way
+//! out (one task hop fewer on every `set`'s latency). Otherwise a write goes through the agent's
+//! command channel, which holds it until then.
 //!
 //! Order: writes from one task go out in the order they were submitted. A write takes the direct
 //! way only when no write is waiting in the channel (else it could overtake one), and the agent
