@@ -11,30 +11,55 @@ use crate::wire::PeerInfo;
 /// `Identity`, `User-Id`, `Peer-Address`, the peer's application metadata and the authenticator's.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Properties {
-    entries: Vec<(String, Bytes)>,
+    /// Every name, back to back.
+    names: String,
+    /// Per property: where its name ends in `names`, and its value. The values are copies, in one
+    /// buffer: slices of the peer's READY command would keep that whole read buffer (512 bytes)
+    /// for as long as the connection lives.
+    entries: Vec<(usize, Bytes)>,
 }
 
 impl Properties {
     pub(crate) fn of_peer(peer: &PeerInfo, peer_addr: &str) -> Arc<Properties> {
-        let mut entries: Vec<(String, Bytes)> = peer.metadata.iter().map(|(n, v)| (n.to_owned(), v.clone())).collect();
-        if let Some(user) = &peer.user_id {
-            entries.push(("User-Id".into(), Bytes::from(user.clone())));
+        let address = peer_addr.parse::<std::net::SocketAddr>().ok().map(|a| a.ip().to_string());
+        let all: Vec<(&str, &[u8])> = peer
+            .metadata
+            .iter()
+            .map(|(n, v)| (n, &v[..]))
+            .chain(peer.user_id.as_deref().map(|user| ("User-Id", user.as_bytes())))
+            .chain(address.as_deref().map(|ip| ("Peer-Address", ip.as_bytes())))
+            .chain(peer.zap_metadata.iter().map(|(n, v)| (n, &v[..])))
+            .collect();
+        let mut names = String::with_capacity(all.iter().map(|(n, _)| n.len()).sum());
+        let mut values = bytes::BytesMut::with_capacity(all.iter().map(|(_, v)| v.len()).sum());
+        let mut ends = Vec::with_capacity(all.len());
+        for (name, value) in &all {
+            names.push_str(name);
+            values.extend_from_slice(value);
+            ends.push((names.len(), values.len()));
         }
-        if let Ok(addr) = peer_addr.parse::<std::net::SocketAddr>() {
-            entries.push(("Peer-Address".into(), Bytes::from(addr.ip().to_string())));
-        }
-        entries.extend(peer.zap_metadata.iter().map(|(n, v)| (n.to_owned(), v.clone())));
-        Arc::new(Properties { entries })
+        let values = values.freeze();
+        let mut start = 0;
+        let entries = ends
+            .into_iter()
+            .map(|(name_end, value_end)| {
+                let value = values.slice(start..value_end);
+                start = value_end;
+                (name_end, value)
+            })
+            .collect();
+        Arc::new(Properties { names, entries })
     }
 
     /// A property by name (case-insensitive).
     pub fn get(&self, name: &str) -> Option<&Bytes> {
-        self.entries.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+        self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
     }
 
     /// Every property in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Bytes)> {
-        self.entries.iter().map(|(n, v)| (n.as_str(), v))
+        let starts = std::iter::once(0).chain(self.entries.iter().map(|(end, _)| *end));
+        starts.zip(&self.entries).map(|(start, (end, value))| (self.names.get(start..*end).unwrap_or_default(), value))
     }
 }
 
@@ -439,6 +464,34 @@ impl<const N: usize> From<[&[u8]; N]> for Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_properties_in_order_by_any_case() {
+        let mut metadata = crate::wire::Metadata::new();
+        metadata.insert("Socket-Type", "DEALER").insert("Identity", "").insert("X-Hello", "wörld");
+        let mut peer = PeerInfo::from_ready(crate::wire::SocketType::Router, metadata).unwrap();
+        peer.user_id = Some("alice".into());
+        peer.zap_metadata.insert("X-Zap", "z");
+        let p = Properties::of_peer(&peer, "10.0.0.7:5555");
+        let all: Vec<(&str, &[u8])> = p.iter().map(|(n, v)| (n, &v[..])).collect();
+        assert_eq!(
+            all,
+            [
+                ("Socket-Type", &b"DEALER"[..]),
+                ("Identity", b""),
+                ("X-Hello", "wörld".as_bytes()),
+                ("User-Id", b"alice"),
+                ("Peer-Address", b"10.0.0.7"),
+                ("X-Zap", b"z"),
+            ]
+        );
+        assert_eq!(p.get("x-hello").map(|v| &v[..]), Some("wörld".as_bytes()));
+        assert_eq!(p.get("socket-type").map(|v| &v[..]), Some(&b"DEALER"[..]));
+        assert_eq!(p.get("nope"), None);
+        assert_eq!(Properties::default().iter().count(), 0);
+        // Not an address: no Peer-Address.
+        assert_eq!(Properties::of_peer(&peer, "ipc").get("Peer-Address"), None);
+    }
 
     #[test]
     fn a_group_is_not_a_frame_of_the_message() {
