@@ -18,10 +18,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ConnectionError;
+use crate::link::live::LiveTask;
 use crate::link::peer_id::PeerId;
 use crate::monitor::MonitorEvent;
-use crate::transport::inproc::{InprocConn, Rendezvous};
-use crate::transport::{AnyStream, Conn};
+use crate::transport::inproc::Rendezvous;
+use crate::transport::{AnyRead, AnyStream, AnyWrite, Conn};
 
 /// Counts inbound frames so the heartbeat can tell whether the peer said anything since a PING.
 #[derive(Debug, Default)]
@@ -58,51 +59,37 @@ pub(crate) struct Ended {
     pub handshaken: bool,
 }
 
-/// Runs one connection to its end, reporting it to the socket's monitors. `slot` is the connect-side
-/// peer to attach to (kept across reconnects); bind-side connections create their peer on attach.
-/// Not `async fn`s, these two: each would wrap [`run_with`]'s state in one more holding a copy of
-/// its arguments (112 bytes in every connection's task).
-pub(crate) fn run<'a, H: Host, C: Conn + 'a>(
+/// Runs one connection to its end, reporting it to the socket's monitors; `live` is held until
+/// then. `slot` is the connect-side peer to attach to (kept across reconnects); bind-side
+/// connections create their peer on attach. `rendezvous`: an inproc connection's shortcut, taken
+/// if the other end is a socket too.
+///
+/// Not an `async fn`, and one state machine for the whole connection: every layer of `async`
+/// between the task and the connection's loops kept its own copy of the arguments it passed down
+/// (the stream, the slot, the kill token: ~150 bytes a layer, in every connection's task).
+pub(crate) fn run<'a, H: Host>(
     core: &'a Arc<H>,
     slot: Option<PeerId>,
-    conn: C,
-    kill: CancellationToken,
-    info: ConnectionInfo<'a>,
-) -> impl std::future::Future<Output = Ended> + 'a {
-    run_with(core, slot, conn, None, kill, info)
-}
-
-/// [`run`] for an inproc connection: ZMTP for the handshake, then the shortcut if the other end is a
-/// socket too.
-pub(crate) fn run_inproc<'a, H: Host>(
-    core: &'a Arc<H>,
-    slot: Option<PeerId>,
-    conn: InprocConn,
-    kill: CancellationToken,
-    info: ConnectionInfo<'a>,
-) -> impl std::future::Future<Output = Ended> + 'a {
-    run_with(core, slot, AnyStream::Inproc(conn.stream), conn.rendezvous, kill, info)
-}
-
-#[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
-fn run_with<H: Host, C: Conn>(
-    core: &Arc<H>,
-    slot: Option<PeerId>,
-    conn: C,
+    conn: AnyStream,
     rendezvous: Option<Rendezvous>,
     kill: CancellationToken,
-    info: ConnectionInfo<'_>,
-) -> impl std::future::Future<Output = Ended> {
-    async move {
-        let mut told = Told::default();
-        #[cfg(feature = "draft")]
-        if core.socket_type() == crate::wire::SocketType::Stream {
+    info: ConnectionInfo<'a>,
+    live: LiveTask,
+) -> impl std::future::Future<Output = Ended> + 'a {
+    #[cfg(feature = "draft")]
+    if core.socket_type() == crate::wire::SocketType::Stream {
+        return futures::future::Either::Left(async move {
+            let _live = live;
+            let mut told = Told::default();
             let result = raw::drive(core, slot, conn, kill, &info, &mut told).await.map_err(Arc::new);
-            return report_end(&**core, &info, told, result);
-        }
-        let result = drive(core, slot, conn, rendezvous, kill, &info, &mut told).await.map_err(Arc::new);
-        report_end(&**core, &info, told, result)
+            report_end(&**core, &info, told, result)
+        });
     }
+    let (rd, wr) = conn.into_halves();
+    let zmtp = drive(core, slot, rd, wr, rendezvous, kill, info, live);
+    #[cfg(feature = "draft")]
+    let zmtp = futures::future::Either::Right(zmtp);
+    zmtp
 }
 
 /// Tells the monitor how a connection ended (a failed handshake, or a disconnect).
@@ -132,77 +119,94 @@ async fn abandoned_on_close<H: Host>(core: &H, slot: Option<PeerId>) {
     }
 }
 
+/// The ZMTP connection of [`run`]: handshake, then the reader and the writer (or the inproc
+/// shortcut) until one ends.
+#[allow(clippy::too_many_arguments, reason = "the parts of one connection, taken apart by `run`")]
 #[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
-fn drive<H: Host, C: Conn>(
-    core: &Arc<H>,
+fn drive<'a, H: Host>(
+    core: &'a Arc<H>,
     slot: Option<PeerId>,
-    conn: C,
+    mut rd: AnyRead,
+    mut wr: AnyWrite,
     rendezvous: Option<Rendezvous>,
     kill: CancellationToken,
-    info: &ConnectionInfo<'_>,
-    told: &mut Told,
-) -> impl std::future::Future<Output = Result<(), ConnectionError>> {
+    info: ConnectionInfo<'a>,
+    live: LiveTask,
+) -> impl std::future::Future<Output = Ended> + 'a {
     async move {
-        let opts = core.options_snapshot();
-        let (mut rd, mut wr) = conn.into_halves();
-        let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type(), &opts, info.peer_addr);
-        // Boxed: the handshake's state (about 2 KiB) is freed when it completes instead of staying in every
-        // connection's task for its lifetime.
-        let handshake = Box::pin(async {
-            match opts.handshake_ivl {
-                Some(limit) => {
-                    tokio::time::timeout(limit, handshake).await.map_err(|_| ConnectionError::HandshakeTimeout)?
+        let _live = live;
+        let mut told = Told::default();
+        let result: Result<(), ConnectionError> = 'connection: {
+            let opts = core.options_snapshot();
+            let handshake = handshake::handshake(&mut rd, &mut wr, core.socket_type(), &opts, info.peer_addr);
+            // Boxed: the handshake's state (about 2 KiB) is freed when it completes instead of staying in every
+            // connection's task for its lifetime.
+            let handshake = Box::pin(async {
+                match opts.handshake_ivl {
+                    Some(limit) => {
+                        tokio::time::timeout(limit, handshake).await.map_err(|_| ConnectionError::HandshakeTimeout)?
+                    }
+                    None => handshake.await,
                 }
-                None => handshake.await,
-            }
-        });
-        let done = tokio::select! {
-            r = handshake => r?,
-            _ = kill.cancelled() => return Err(ConnectionError::SocketClosed),
-            _ = abandoned_on_close(&**core, slot) => return Err(ConnectionError::SocketClosed),
-        };
-        let handshake::Handshaken { info: peer_info, minor, read_buf, cipher } = done;
-        // In a block of its own, so the peer's metadata is freed now rather than kept for the connection's
-        // lifetime in its task.
-        let (attached, inlet) = {
-            let peer_info = peer_info;
-            tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?peer_info.socket_type, minor, "handshake complete");
-            // The ZMTP handshake has succeeded, whatever the socket then makes of the peer: as in libzmq,
-            // a peer the socket's own policy turns away (a second PAIR peer, a duplicate ROUTER id
-            // without ROUTER_HANDOVER) shows as HandshakeSucceeded, then Disconnected with the reason.
-            // Emitted after the attach, so a peer is routable by the time its handshake is reported.
-            let attached = core.attach(slot, &peer_info, minor, kill.clone());
-            told.handshaken = true;
-            told.routing_id = attached.as_ref().ok().and_then(|a| a.routing_id.clone());
-            core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
-                endpoint: info.endpoint.to_owned(),
-                peer: info.peer_addr.to_owned(),
-                peer_type: peer_info.socket_type,
-                routing_id: told.routing_id.clone(),
             });
-            let attached = attached?;
-            core.set_peer_properties(attached.peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));
-            let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer };
-            (attached, inlet)
-        };
-        let result = match rendezvous {
-            Some(rendezvous) => tokio::select! {
-                r = direct::run(rd, &attached.out, inlet, rendezvous) => r,
-                _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
-            },
-            None => {
-                let liveness = Liveness::default();
-                let (encoder, decoder) = cipher.map(|c| c.split()).unzip();
-                let link = reader::Link { inlet, out: &attached.out, liveness: &liveness };
-                tokio::select! {
-                    r = reader::read_loop(rd, read_buf, &opts, link, decoder) => r,
-                    w = writer::write_loop(wr, &attached.out, minor, &opts, &liveness, encoder) => w,
+            let done = tokio::select! {
+                r = handshake => match r {
+                    Ok(done) => done,
+                    Err(e) => break 'connection Err(e),
+                },
+                _ = kill.cancelled() => break 'connection Err(ConnectionError::SocketClosed),
+                _ = abandoned_on_close(&**core, slot) => break 'connection Err(ConnectionError::SocketClosed),
+            };
+            let handshake::Handshaken { info: peer_info, minor, read_buf, cipher } = done;
+            // In a block of its own, so the peer's metadata is freed now rather than kept for the connection's
+            // lifetime in its task.
+            let (attached, inlet) = {
+                let peer_info = peer_info;
+                tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?peer_info.socket_type, minor, "handshake complete");
+                // The ZMTP handshake has succeeded, whatever the socket then makes of the peer: as in libzmq,
+                // a peer the socket's own policy turns away (a second PAIR peer, a duplicate ROUTER id
+                // without ROUTER_HANDOVER) shows as HandshakeSucceeded, then Disconnected with the reason.
+                // Emitted after the attach, so a peer is routable by the time its handshake is reported.
+                let attached = core.attach(slot, &peer_info, minor, kill.clone());
+                told.handshaken = true;
+                told.routing_id = attached.as_ref().ok().and_then(|a| a.routing_id.clone());
+                core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
+                    endpoint: info.endpoint.to_owned(),
+                    peer: info.peer_addr.to_owned(),
+                    peer_type: peer_info.socket_type,
+                    routing_id: told.routing_id.clone(),
+                });
+                let attached = match attached {
+                    Ok(attached) => attached,
+                    Err(e) => break 'connection Err(e),
+                };
+                core.set_peer_properties(
+                    attached.peer,
+                    crate::message::Properties::of_peer(&peer_info, info.peer_addr),
+                );
+                let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer };
+                (attached, inlet)
+            };
+            let result = match rendezvous {
+                Some(rendezvous) => tokio::select! {
+                    r = direct::run(rd, &attached.out, inlet, rendezvous) => r,
                     _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+                },
+                None => {
+                    let liveness = Liveness::default();
+                    let (encoder, decoder) = cipher.map(|c| c.split()).unzip();
+                    let link = reader::Link { inlet, out: &attached.out, liveness: &liveness };
+                    tokio::select! {
+                        r = reader::read_loop(rd, read_buf, &opts, link, decoder) => r,
+                        w = writer::write_loop(wr, &attached.out, minor, &opts, &liveness, encoder) => w,
+                        _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+                    }
                 }
-            }
+            };
+            let keep = !matches!(&result, Err(e) if e.is_protocol());
+            core.detach(attached.peer, keep);
+            result
         };
-        let keep = !matches!(&result, Err(e) if e.is_protocol());
-        core.detach(attached.peer, keep);
-        result
+        report_end(&**core, &info, told, result.map_err(Arc::new))
     }
 }

@@ -9,32 +9,30 @@ use crate::error::ConnectionError;
 use crate::link::peer_id::PeerId;
 use crate::transport::{self, AnyStream, Connection};
 
-/// Runs one connection (accepted, or made by a connect) to its end.
-#[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
-pub(super) fn run_connection<H: Host>(
-    host: &Arc<H>,
+/// Runs one connection (accepted, or made by a connect) to its end. Not an `async fn`: the
+/// connection's state machine is [`engine::run`]'s alone (see there).
+pub(super) fn run_connection<'a, H: Host>(
+    host: &'a Arc<H>,
     slot: Option<PeerId>,
     conn: Connection,
     kill: CancellationToken,
-    endpoint: &str,
-    peer: &str,
-) -> impl std::future::Future<Output = Ended> {
-    async move {
-        let _live = host.live().started();
-        let info = ConnectionInfo { endpoint, peer_addr: peer };
-        match conn {
-            Connection::Tcp(s) => {
-                let opts = host.options_snapshot();
-                if let Err(e) = transport::set_keepalive(&s, &opts) {
-                    tracing::warn!(endpoint, error = %e, "cannot set TCP keepalive options");
-                }
-                engine::run(host, slot, AnyStream::Tcp(s), kill, info).await
+    endpoint: &'a str,
+    peer: &'a str,
+) -> impl std::future::Future<Output = Ended> + 'a {
+    let live = host.live().started();
+    let info = ConnectionInfo { endpoint, peer_addr: peer };
+    let (stream, rendezvous) = match conn {
+        Connection::Tcp(s) => {
+            if let Err(e) = transport::set_keepalive(&s, &host.options_snapshot()) {
+                tracing::warn!(endpoint, error = %e, "cannot set TCP keepalive options");
             }
-            #[cfg(unix)]
-            Connection::Ipc(s) => engine::run(host, slot, AnyStream::Ipc(s), kill, info).await,
-            Connection::Inproc(c) => engine::run_inproc(host, slot, c, kill, info).await,
+            (AnyStream::Tcp(s), None)
         }
-    }
+        #[cfg(unix)]
+        Connection::Ipc(s) => (AnyStream::Ipc(s), None),
+        Connection::Inproc(c) => (AnyStream::Inproc(c.stream), c.rendezvous),
+    };
+    engine::run(host, slot, stream, rendezvous, kill, info, live)
 }
 
 /// One line per ended connection: debug for the ordinary ends, a rate-limited warning for a
