@@ -593,3 +593,19 @@ async fn tcp_keepalive_is_applied_to_connections() {
     })
     .await
 }
+
+/// Sockets start on one shared copy of the default options (a socket that changes none holds
+/// none of its own): an option set on one socket is that socket's alone, before and after others
+/// are made, and a CONNECT_ROUTING_ID is still taken by the next connect only.
+#[test]
+fn an_option_set_on_one_socket_is_its_own() {
+    let (a, b) = (Socket::new(SocketType::Dealer), Socket::new(SocketType::Dealer));
+    a.set_sndhwm(7);
+    a.set_routing_id("a").unwrap();
+    let c = Socket::new(SocketType::Dealer);
+    assert_eq!((a.sndhwm(), b.sndhwm(), c.sndhwm()), (7, 1000, 1000));
+    assert_eq!(a.routing_id(), Bytes::from("a"));
+    assert!(b.routing_id().is_empty() && c.routing_id().is_empty());
+    b.set_sndhwm(9);
+    assert_eq!((a.sndhwm(), b.sndhwm(), c.sndhwm()), (7, 9, 1000));
+}

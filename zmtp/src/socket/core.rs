@@ -24,6 +24,11 @@ use crate::message::Message;
 use crate::options::Options;
 use crate::wire::{PeerInfo, SocketType};
 
+/// The options of every socket that has not changed one: a socket takes a copy of its own (696
+/// bytes) only when it sets an option (see [`OptionsGuard`]), so a socket used with the defaults
+/// holds none.
+static DEFAULT_OPTIONS: std::sync::LazyLock<Arc<Options>> = std::sync::LazyLock::new(|| Arc::new(Options::default()));
+
 /// Access to a socket's options; mutable access clones them first if a connection shares them.
 pub(crate) struct OptionsGuard<'a>(MutexGuard<'a, Arc<Options>>);
 
@@ -84,7 +89,7 @@ impl Core {
         Arc::new(Core {
             socket_type,
             recv_rule,
-            options: Mutex::new(Arc::new(Options::default())),
+            options: Mutex::new(DEFAULT_OPTIONS.clone()),
             state: Mutex::new(State { peers: Peers::default(), pattern, closed: false }),
             inbox: Inbox::new(socket_type == SocketType::Sub),
             space: Arc::new(Waiters::default()),
@@ -118,10 +123,13 @@ impl Core {
         let id = self.next_peer.fetch_add(1, Ordering::Relaxed);
         let (sndhwm, sndhwm_bytes, rcvhwm, conflate, assigned_routing_id) = {
             let mut o = self.options();
-            let assigned = if persistent { o.connect_routing_id.take() } else { None };
+            // Taken only when set: writing through the guard copies options shared with others.
+            let assigned =
+                if persistent && o.connect_routing_id.is_some() { o.connect_routing_id.take() } else { None };
             (o.sndhwm, o.sndhwm_bytes, o.rcvhwm, o.conflate, assigned)
         };
         let out = Arc::new(OutPipe::new(sndhwm, sndhwm_bytes, conflate, self.space.clone()));
+        let assigned_routing_id = assigned_routing_id.map(Box::new);
         peers.insert(id, Peer { out, connected: false, minor: 1, kill, persistent, assigned_routing_id });
         self.inbox.add_peer(id, rcvhwm, conflate, Bytes::new());
         id
@@ -135,7 +143,7 @@ impl Core {
         // PEER (and SERVER) name a connect-side peer at once, so `connect_peer` can return its id
         // before the connection is up; it keeps the id across reconnects, as libzmq's pipe does.
         if let Some(rid) = pattern.reserve_routing_id(id) {
-            peers.map.get_mut(&id).expect("just added").assigned_routing_id = Some(rid);
+            peers.map.get_mut(&id).expect("just added").assigned_routing_id = Some(Box::new(rid));
         }
         drop(state);
         self.space.wake();
@@ -507,7 +515,7 @@ impl Core {
     /// The routing id reserved for a connect-side peer (PEER, SERVER).
     pub fn slot_routing_id(&self, slot: PeerId) -> Option<u32> {
         let state = self.state();
-        state.peers.map.get(&slot)?.assigned_routing_id.as_ref().map(|rid| pattern::routing_id_of(rid))
+        state.peers.map.get(&slot)?.assigned_routing_id.as_deref().map(|rid| pattern::routing_id_of(rid))
     }
 
     #[cfg_attr(not(feature = "draft"), allow(dead_code))]

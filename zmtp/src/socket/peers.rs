@@ -22,7 +22,8 @@ pub(crate) struct Peer {
     /// Created by `connect()`: survives disconnects and keeps its queue.
     pub persistent: bool,
     /// CONNECT_ROUTING_ID given to this connect-side peer (ROUTER).
-    pub assigned_routing_id: Option<Bytes>,
+    /// Boxed: rarely set, and 24 bytes less in every peer's entry (4 entries for a socket with one).
+    pub assigned_routing_id: Option<Box<Bytes>>,
 }
 
 /// Every peer of a socket, and the round-robin order load balancing (and PAIR) walks.

@@ -70,7 +70,7 @@ impl Pattern for Addressed {
         _: &Bytes,
         _: &Options,
     ) -> Result<Option<Bytes>, ConnectionError> {
-        let reserved = slot.and_then(|id| peers.map.get(&id)).and_then(|p| p.assigned_routing_id.clone());
+        let reserved = slot.and_then(|id| peers.map.get(&id)).and_then(|p| p.assigned_routing_id.as_deref().cloned());
         Ok(Some(reserved.unwrap_or_else(|| Bytes::copy_from_slice(&self.fresh_id().to_be_bytes()))))
     }
 
@@ -166,7 +166,7 @@ mod tests {
         let reserved = s.reserve_routing_id(5).unwrap();
         assert_eq!(s.peer_by_routing_id(&reserved), Some(5), "routable before it connects");
         join(&mut s, &mut peers, 5, "", 10, &o).unwrap();
-        peers.map.get_mut(&5).unwrap().assigned_routing_id = Some(reserved.clone());
+        peers.map.get_mut(&5).unwrap().assigned_routing_id = Some(Box::new(reserved.clone()));
         leave(&mut s, &mut peers, 5, true, &o);
         assert_eq!(s.peer_by_routing_id(&reserved), Some(5), "kept while it reconnects");
         assert_eq!(join(&mut s, &mut peers, 5, "", 10, &o).unwrap(), Some(reserved.clone()));

@@ -47,7 +47,7 @@ impl Pattern for Router {
         announced: &Bytes,
         options: &Options,
     ) -> Result<Option<Bytes>, ConnectionError> {
-        let assigned = slot.and_then(|id| peers.map.get(&id)).and_then(|p| p.assigned_routing_id.as_ref());
+        let assigned = slot.and_then(|id| peers.map.get(&id)).and_then(|p| p.assigned_routing_id.as_deref());
         let wanted = assigned.unwrap_or(announced);
         if wanted.is_empty() {
             let mut rid = BytesMut::with_capacity(5);
