@@ -58,8 +58,11 @@ async fn accept_loop<H: Host>(
                 });
             }
             Err(e) => {
-                // Typically EMFILE: back off briefly instead of spinning.
-                tracing::warn!(%endpoint, error = %e, "accept failed");
+                // Typically EMFILE: back off briefly instead of spinning, and say so once per
+                // throttle period, not on every retry (ten a second while the files stay used up).
+                if let Some(suppressed) = crate::throttle::allow("accept failed") {
+                    tracing::warn!(%endpoint, error = %e, suppressed, "accept failed");
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(100)) => {}
                     _ = accepting.cancelled() => return,
