@@ -7,7 +7,8 @@
 #   bench/run.sh --quick    smaller counts, 1 run, 1,000 connections (a couple of minutes; for checking
 #                           the harness, not for quoting)
 #   extra arguments go to the driver: --runs N, --mem-n N, --only <row-id prefix> (e.g. thr/tcp),
-#   --stacks zmtp,libzmq,...  (partial runs still overwrite BENCHMARKS.md: use --out to write elsewhere)
+#   --stacks zmtp,libzmq,...  (partial runs still overwrite BENCHMARKS.md: use --out FILE to write
+#   elsewhere; the plot and raw table then go beside FILE, as FILE.svg and FILE.tsv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd="bench/run.sh${*:+ $*}"

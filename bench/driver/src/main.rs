@@ -668,20 +668,31 @@ fn opts() -> Opts {
         no_polls: false,
     };
     let mut it = std::env::args().skip(1);
+    let (mut svg_set, mut raw_set) = (false, false);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => o.quick = true,
             "--runs" => o.runs = it.next().unwrap().parse().unwrap(),
             "--mem-n" => o.mem_n = it.next().unwrap().parse().unwrap(),
             "--out" => o.out = it.next().unwrap().into(),
-            "--svg" => o.svg = it.next().unwrap().into(),
-            "--raw" => o.raw = it.next().unwrap().into(),
+            "--svg" => (o.svg, svg_set) = (it.next().unwrap().into(), true),
+            "--raw" => (o.raw, raw_set) = (it.next().unwrap().into(), true),
             "--bin-dir" => o.bin_dir = it.next().unwrap().into(),
             "--command" => o.command = it.next().unwrap(),
             "--only" => o.only = it.next(),
             "--no-polls" => o.no_polls = true,
             "--stacks" => o.stacks = it.next().map(|s| s.split(',').map(str::to_string).collect()),
             _ => panic!("unknown argument {a}"),
+        }
+    }
+    // A report written elsewhere (a partial run, say) keeps its plot and raw table beside it
+    // instead of overwriting the committed ones.
+    if o.out != Path::new("BENCHMARKS.md") {
+        if !svg_set {
+            o.svg = o.out.with_extension("svg");
+        }
+        if !raw_set {
+            o.raw = o.out.with_extension("tsv");
         }
     }
     if o.runs == 0 {
