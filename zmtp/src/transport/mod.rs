@@ -100,13 +100,17 @@ pub(crate) trait ReadReady {
 }
 
 impl ReadReady for AnyRead {
-    async fn read_ready(&self) -> std::io::Result<()> {
-        match self {
-            Self::Tcp(half) => half.readable().await,
+    /// Polls the stream's readiness itself (one reference in the waiting reader's state) rather
+    /// than through `readable()`, whose future (168 bytes, a waiter node among them) sat in every
+    /// idle connection's task. The stream's own read waker is the one it uses: only the reader
+    /// waits on this half.
+    fn read_ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        std::future::poll_fn(move |cx| match self {
+            Self::Tcp(half) => half.as_ref().poll_read_ready(cx),
             #[cfg(unix)]
-            Self::Ipc(half) => half.readable().await,
-            Self::Inproc(_) => Ok(()),
-        }
+            Self::Ipc(half) => half.as_ref().poll_read_ready(cx),
+            Self::Inproc(_) => std::task::Poll::Ready(Ok(())),
+        })
     }
 }
 
