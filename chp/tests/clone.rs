@@ -482,8 +482,8 @@ async fn writes_sent_before_the_collector_subscribed_arrive_in_submission_order(
         )
         .unwrap();
         let (id, _) = fake.await_icanhaz().await;
-        step("collector connected", async {
-            while !matches!(collector_events.next_event().await, Some(MonitorEvent::HandshakeSucceeded { .. })) {}
+        monitor_until(&mut collector_events, "collector connected", |e| {
+            matches!(e, MonitorEvent::HandshakeSucceeded { .. })
         })
         .await;
         fake.reply(&id, &[], 6).await;
@@ -525,8 +525,8 @@ async fn the_snapshot_connection_lasts_from_the_request_to_the_loaded_snapshot()
         let (first, _) = fake.await_icanhaz().await;
         fake.reply(&first, &[("a", "1")], 6).await;
         step("sync", client.loaded()).await.unwrap();
-        step("the snapshot connection closed", async {
-            while !matches!(snapshot_side.next_event().await, Some(MonitorEvent::Disconnected { .. })) {}
+        monitor_until(&mut snapshot_side, "the snapshot connection closed", |e| {
+            matches!(e, MonitorEvent::Disconnected { .. })
         })
         .await;
         // Still in sync: updates arrive on the subscriber alone.
@@ -538,8 +538,8 @@ async fn the_snapshot_connection_lasts_from_the_request_to_the_loaded_snapshot()
         assert_ne!(first, second, "a fresh snapshot connection");
         fake.reply(&second, &[("a", "4")], 9).await;
         wait_event(&mut events, |e| matches!(e, Event::Synced { sequence: 9, .. })).await;
-        step("the second snapshot connection closed", async {
-            while !matches!(snapshot_side.next_event().await, Some(MonitorEvent::Disconnected { .. })) {}
+        monitor_until(&mut snapshot_side, "the second snapshot connection closed", |e| {
+            matches!(e, MonitorEvent::Disconnected { .. })
         })
         .await;
     })
@@ -642,8 +642,8 @@ async fn set_waits_for_sync_carries_a_uuid_and_returns_the_sequence() {
         // SUBSCRIBE that follows the handshake only after its first KVSET (CI saw it under load:
         // with the 1 s server TTL and 3 s retransmit of the common options, the client gave the
         // silent fake up before retransmitting); the retransmit is the client's answer to that.
-        step("collector connected", async {
-            while !matches!(collector_events.next_event().await, Some(MonitorEvent::HandshakeSucceeded { .. })) {}
+        monitor_until(&mut collector_events, "collector connected", |e| {
+            matches!(e, MonitorEvent::HandshakeSucceeded { .. })
         })
         .await;
         fake.reply(&id, &[], 41).await;

@@ -360,14 +360,14 @@ impl Agent {
                 }
                 event = self.pub_events.next(), if self.pub_events_open => match event {
                     Some(MonitorEvent::HandshakeSucceeded { endpoint, .. }) => {
-                        self.proof.connected(&endpoint);
+                        self.proof.forget(&endpoint);
                         self.collectors_up.insert(endpoint);
                         if !syncing {
                             self.flush_sets(server);
                         }
                     }
                     Some(MonitorEvent::Disconnected { endpoint, .. }) => {
-                        self.proof.disconnected(&endpoint);
+                        self.proof.forget(&endpoint);
                         self.collectors_up.remove(&endpoint);
                     }
                     Some(MonitorEvent::HandshakeFailed { endpoint, error, .. }) => {
@@ -551,7 +551,9 @@ impl Agent {
         let check_gaps = self.options.subtree.is_all();
         // The echo of our own KVSET (even one already covered by the snapshot) confirms it.
         let ours = uuid.and_then(|u| self.shared.outbox.lock().pending.remove(&u));
-        if let Some(uuid) = ours.as_ref().and(uuid.as_ref()) {
+        if ours.is_some()
+            && let Some(uuid) = &uuid
+        {
             // Our probe's echo: what is held behind it goes out once the loop opens the direct way.
             self.proof.echoed(uuid);
         }

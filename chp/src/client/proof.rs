@@ -25,17 +25,8 @@ pub(super) struct CollectorProof {
 }
 
 impl CollectorProof {
-    /// A connection to `collector` came up (again): it has to be proven anew.
-    pub fn connected(&mut self, collector: &str) {
-        self.forget(collector);
-    }
-
-    /// The connection to `collector` went down.
-    pub fn disconnected(&mut self, collector: &str) {
-        self.forget(collector);
-    }
-
-    fn forget(&mut self, collector: &str) {
+    /// A connection to `collector` came up (again) or went down: it has to be proven anew.
+    pub fn forget(&mut self, collector: &str) {
         if self.proven.as_deref() == Some(collector) {
             self.proven = None;
         }
@@ -117,11 +108,11 @@ mod tests {
         assert!(!proof.is_proven(collector));
         assert!(proof.echoed(&first));
         assert!(proof.is_proven(collector) && !proof.is_proven("tcp://other:5558"));
-        proof.connected(collector);
+        proof.forget(collector);
         assert!(!proof.is_proven(collector), "a new connection is proven anew");
         state.pending.remove(&first);
         assert_eq!(proof.next_probe(collector, &mut state, now, retry), Some(second));
-        proof.disconnected(collector);
+        proof.forget(collector);
         assert!(!proof.echoed(&second), "a probe for a connection that went down");
     }
 }

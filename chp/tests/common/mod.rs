@@ -12,8 +12,22 @@ use std::time::Duration;
 use bytes::Bytes;
 use chp::command::{IcanHaz, KthxBai, KvSync, SnapshotReply, Subtree, Update};
 use chp::{Client, ClientOptions, Event, Events, KvMsg, Server, ServerAddress, ServerConfig};
-use zmtp::{Message, MonitorEvent, Socket, SocketType};
+use zmtp::{Message, Monitor, MonitorEvent, Socket, SocketType};
 use zmtp_testkit::{STEP, step};
+
+/// Waits, within a step, for a monitor event `wanted` accepts; a monitor that ends first fails.
+pub async fn monitor_until(events: &mut Monitor, what: &str, wanted: impl Fn(&MonitorEvent) -> bool) {
+    step(what, async {
+        loop {
+            match events.next_event().await {
+                Some(event) if wanted(&event) => return,
+                Some(_) => {}
+                None => panic!("the monitor ended before {what}"),
+            }
+        }
+    })
+    .await
+}
 
 /// HUGZ interval of test servers.
 pub const HUGZ: Duration = Duration::from_millis(50);
@@ -91,8 +105,8 @@ impl Raw {
         sub.connect(&address.publisher()).await.unwrap();
         dealer.connect(&address.snapshot()).await.unwrap();
         if !subtree.is_all() {
-            step("subscriber handshake", async {
-                while !matches!(events.next_event().await, Some(MonitorEvent::HandshakeSucceeded { .. })) {}
+            monitor_until(&mut events, "subscriber handshake", |e| {
+                matches!(e, MonitorEvent::HandshakeSucceeded { .. })
             })
             .await;
             sub.subscribe("HUGZ").unwrap();
