@@ -38,26 +38,17 @@ pub(super) struct Link<'a, H> {
 }
 
 /// Not an `async fn`: one copies its arguments into its state beside the originals, and this state
-/// sits in every connection's task (an `async move` block uses what it captured in place).
+/// sits in every connection's task (an `async move` block uses what it captured in place). For the
+/// same reason it takes its [`Decoding`] ready-made and uses `link` in place: a local built from an
+/// argument is a second copy in every state of the task.
 #[allow(clippy::manual_async_fn, reason = "an async fn keeps a copy of its arguments in every connection's task")]
 pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
     mut rd: R,
     mut buf: BytesMut,
-    opts: &Options,
     link: Link<'_, H>,
-    decoder: Option<CurveDecoder>,
+    mut decoding: Decoding,
 ) -> impl std::future::Future<Output = Result<(), ConnectionError>> {
     async move {
-        let Link { inlet, out, liveness } = link;
-        let mut decoding = Decoding {
-            codec: FrameCodec::new(opts.maxmsgsize),
-            decoder,
-            partial: Message::new(),
-            ttl: None,
-            large_frames: false,
-            max_frames: opts.max_frames,
-            frames_hint: 0,
-        };
         let mut batch: VecDeque<Message> = VecDeque::new();
         let mut ttl_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         let mut read_size = MIN_READ;
@@ -68,25 +59,26 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
         loop {
             // Whatever decoded cleanly before a protocol error is still delivered (libzmq flushes too).
             let mut saw_frames = false;
-            let decoded: Result<(), ConnectionError> = loop {
-                match decoding.decode(&mut buf, &inlet, out, &mut batch, &mut saw_frames) {
+            // The error boxed while the batch is flushed: inline, its 56 bytes sat in every task.
+            let decoded: Result<(), Box<ConnectionError>> = loop {
+                match decoding.decode(&mut buf, &link.inlet, link.out, &mut batch, &mut saw_frames) {
                     Ok(None) => break Ok(()),
                     // Boxed, as every rare path that waits: inline, its state would sit in every task.
                     Ok(Some(pause)) => {
-                        if let Err(e) = Box::pin(resume(&inlet, pause, &mut batch)).await {
-                            break Err(e);
+                        if let Err(e) = Box::pin(resume(&link.inlet, pause, &mut batch)).await {
+                            break Err(Box::new(e));
                         }
                     }
-                    Err(e) => break Err(e),
+                    Err(e) => break Err(Box::new(e)),
                 }
             };
             // Once per read, not per frame: the heartbeat only asks whether anything came since a PING.
             if saw_frames {
-                liveness.saw_frame();
+                link.liveness.saw_frame();
             }
             let delivered = !batch.is_empty();
-            inlet.flush(&mut batch).await;
-            decoded?;
+            link.inlet.flush(&mut batch).await;
+            decoded.map_err(|e| *e)?;
             if delivered && (busy_read || !current_thread) {
                 // Let the application take what was just delivered before reading on. Otherwise, on a
                 // current-thread runtime, the reader runs through its whole budget first (128 reads: 32 MiB
@@ -162,9 +154,10 @@ enum Pause {
 /// What the reader keeps between reads to turn bytes into messages. Decoding is synchronous: only
 /// a [`Pause`] waits, so the frame in hand and the parsed command never sit in the connection's
 /// task while it waits for bytes (they made its future 400 bytes larger).
-struct Decoding {
+pub(super) struct Decoding {
     codec: FrameCodec,
-    decoder: Option<CurveDecoder>,
+    /// Boxed, as the encoder: 48 bytes that every connection without CURVE would carry.
+    decoder: Option<Box<CurveDecoder>>,
     partial: Message,
     /// The peer's heartbeat TTL, from its last PING.
     ttl: Option<Duration>,
@@ -184,6 +177,18 @@ struct Decoding {
 const FRAMES_HINT_MAX: usize = 16;
 
 impl Decoding {
+    pub(super) fn new(opts: &Options, decoder: Option<Box<CurveDecoder>>) -> Decoding {
+        Decoding {
+            codec: FrameCodec::new(opts.maxmsgsize),
+            decoder,
+            partial: Message::new(),
+            ttl: None,
+            large_frames: false,
+            max_frames: opts.max_frames,
+            frames_hint: 0,
+        }
+    }
+
     /// Decodes the frames in `buf` into messages in `batch` (answering PINGs on `out`) until the
     /// buffer holds no whole frame (`None`) or a step that may wait comes up.
     fn decode<H: Host>(

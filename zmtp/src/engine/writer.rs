@@ -47,22 +47,23 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
     minor: u8,
     opts: &Options,
     liveness: &Liveness,
-    mut encoder: Option<CurveEncoder>,
+    mut encoder: Option<Box<CurveEncoder>>,
 ) -> impl std::future::Future<Output = Result<(), ConnectionError>> {
     async move {
         let mut items = VecDeque::new();
         // Allocated by the first batch (sized to it), so an idle connection holds no write buffer.
         let mut buf = BytesMut::new();
         let mut chunks: Vec<Bytes> = Vec::new();
-        let heartbeat = (!opts.heartbeat_ivl.is_zero()).then_some(opts.heartbeat_ivl);
-        let timeout = opts.heartbeat_timeout.unwrap_or(opts.heartbeat_ivl);
+        // Read from `opts` where used rather than kept in locals: a connection's task holds every local
+        // in each of its states.
+        let heartbeat = || (!opts.heartbeat_ivl.is_zero()).then_some(opts.heartbeat_ivl);
         let ttl_deciseconds = (opts.heartbeat_ttl.as_millis() / 100).min(u16::MAX as u128) as u16;
-        let mut next_ping = heartbeat.map_or_else(Instant::now, |ivl| Instant::now() + ivl);
+        let mut next_ping = heartbeat().map_or_else(Instant::now, |ivl| Instant::now() + ivl);
         // After a PING: (deadline, frames seen when it was sent).
         let mut awaiting: Option<(Instant, u64)> = None;
         // One timer for the next PING and the deadline of the last one, on the heap and only with a
         // heartbeat: inline, two timers were a quarter of every idle connection's task.
-        let mut timer: Option<Pin<Box<Sleep>>> = heartbeat.map(|_| Box::pin(tokio::time::sleep_until(next_ping)));
+        let mut timer: Option<Pin<Box<Sleep>>> = heartbeat().map(|_| Box::pin(tokio::time::sleep_until(next_ping)));
         // The largest round `buf`'s allocation has held since it was last given back. Its `capacity()`
         // cannot tell: after `split()` it counts only what is left beyond the written part, while the
         // allocation (shared with the written chunk, then ours alone again) keeps the round's size.
@@ -92,7 +93,7 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
                     false
                 }
             };
-            if let (true, Some(ivl), Some(t)) = (fired, heartbeat, timer.as_mut()) {
+            if let (true, Some(ivl), Some(t)) = (fired, heartbeat(), timer.as_mut()) {
                 let now = Instant::now();
                 if let Some((at, seen)) = awaiting
                     && now >= at
@@ -104,10 +105,10 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
                 }
                 if now >= next_ping {
                     let ping = Command::Ping { ttl_deciseconds, context: Bytes::new() };
-                    encode_command(&ping, encoder.as_mut(), &mut buf)?;
+                    encode_command(&ping, encoder.as_deref_mut(), &mut buf)?;
                     next_ping = now + ivl;
                     if awaiting.is_none() {
-                        awaiting = Some((now + timeout, liveness.frames()));
+                        awaiting = Some((now + opts.heartbeat_timeout.unwrap_or(ivl), liveness.frames()));
                     }
                 }
                 t.as_mut().reset(awaiting.map_or(next_ping, |(at, _)| at.min(next_ping)));
@@ -139,7 +140,7 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
                 buf.reserve(bytes);
                 held = held.max(bytes);
                 for item in items.drain(..count) {
-                    encode_item(item, minor, encoder.as_mut(), &mut buf, &mut chunks)?;
+                    encode_item(item, minor, encoder.as_deref_mut(), &mut buf, &mut chunks)?;
                 }
                 if !buf.is_empty() {
                     chunks.push(buf.split().freeze());

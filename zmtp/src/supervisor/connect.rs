@@ -34,7 +34,6 @@ pub(crate) fn connect<H: Host>(
     let live = host.live().started();
     let host = host.clone();
     tokio::spawn(async move {
-        let _live = live;
         let mut backoff = Backoff::default();
         loop {
             host.monitors().emit(|| MonitorEvent::ConnectDelayed { endpoint: endpoint.clone() });
@@ -102,6 +101,9 @@ pub(crate) fn connect<H: Host>(
                 _ = stop_connecting(&*host, slot, &accepting, &connections) => break,
             }
         }
+        // Held until here (or an early return) and not moved into a local: that would be a second
+        // copy in every state of this task, which holds the connection's whole state machine.
+        drop(live);
     });
 }
 

@@ -99,6 +99,12 @@ pub(crate) trait ReadReady {
     fn read_ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
 }
 
+impl<R: ReadReady + Sync> ReadReady for &mut R {
+    fn read_ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        (**self).read_ready()
+    }
+}
+
 impl ReadReady for AnyRead {
     /// Polls the stream's readiness itself (one reference in the waiting reader's state) rather
     /// than through `readable()`, whose future (168 bytes, a waiter node among them) sat in every
