@@ -26,6 +26,40 @@ pub(super) struct EndpointHandle {
     listener_task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// A socket's endpoints, by the name `bind` returned or `connect` was given. A list rather than a
+/// map: a socket has one or a few, and a map's smallest table (room for 3 names and handles) was
+/// 372 bytes in every socket; the handle carries its name, so the list holds each name once.
+#[derive(Debug, Default)]
+pub(super) struct Endpoints(Vec<EndpointHandle>);
+
+impl Endpoints {
+    /// Registers an endpoint; one already registered under its name is replaced (and returned).
+    pub fn insert(&mut self, handle: EndpointHandle) -> Option<EndpointHandle> {
+        if let Some(old) = self.0.iter_mut().find(|h| h.endpoint == handle.endpoint) {
+            return Some(std::mem::replace(old, handle));
+        }
+        if self.0.is_empty() {
+            // Room for exactly one: most sockets never have a second.
+            self.0.reserve_exact(1);
+        }
+        self.0.push(handle);
+        None
+    }
+
+    pub fn get(&self, endpoint: &str) -> Option<&EndpointHandle> {
+        self.0.iter().find(|h| h.endpoint == endpoint)
+    }
+
+    pub fn remove(&mut self, endpoint: &str) -> Option<EndpointHandle> {
+        let at = self.0.iter().position(|h| h.endpoint == endpoint)?;
+        Some(self.0.swap_remove(at))
+    }
+
+    pub fn drain(&mut self) -> impl Iterator<Item = EndpointHandle> + '_ {
+        self.0.drain(..)
+    }
+}
+
 impl EndpointHandle {
     /// The connect-side peer of a `connect`.
     pub fn slot(&self) -> Option<PeerId> {

@@ -42,8 +42,9 @@ struct State {
     queues: PeerMap<Box<PeerQueue>>,
     /// Peers with at least one message, in round-robin order.
     ready: VecDeque<PeerId>,
-    /// SUB's local prefix filter (libzmq filters on receipt too).
-    filter: Option<Subscriptions>,
+    /// SUB's local prefix filter (libzmq filters on receipt too). Boxed: 80 bytes that every other
+    /// socket would carry unused.
+    filter: Option<Box<Subscriptions>>,
     /// INVERT_MATCHING: SUB keeps what its filter does *not* match.
     invert: bool,
 }
@@ -70,7 +71,7 @@ pub(crate) enum Pushed {
 
 impl Inbox {
     pub fn new(filter: bool) -> Self {
-        let state = State { filter: filter.then(Subscriptions::default), ..State::default() };
+        let state = State { filter: filter.then(Box::default), ..State::default() };
         Inbox { state: Mutex::new(state), readable: Arc::new(Waiters::default()) }
     }
 

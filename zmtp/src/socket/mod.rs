@@ -15,7 +15,6 @@ mod subscriptions;
 pub use batch::{MessageSink, SINK_BATCH};
 pub use security::Security;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,7 +22,7 @@ use bytes::Bytes;
 use futures::Stream;
 
 use self::core::{Core, TrySend};
-use self::endpoints::EndpointHandle;
+use self::endpoints::{EndpointHandle, Endpoints};
 use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::security::KeyPair;
@@ -58,7 +57,7 @@ pub struct Socket {
 #[derive(Debug)]
 struct Inner {
     core: Arc<Core>,
-    endpoints: Mutex<HashMap<String, EndpointHandle>>,
+    endpoints: Mutex<Endpoints>,
     last_endpoint: Mutex<Option<String>>,
 }
 
@@ -78,9 +77,9 @@ impl Drop for Inner {
 
 /// Closes the socket's core and stops every endpoint; returns the accept tasks, whose end means their
 /// addresses are free again.
-fn close_core(core: &Core, endpoints: &mut HashMap<String, EndpointHandle>) -> Vec<tokio::task::JoinHandle<()>> {
+fn close_core(core: &Core, endpoints: &mut Endpoints) -> Vec<tokio::task::JoinHandle<()>> {
     core.close();
-    endpoints.drain().filter_map(|(_, ep)| ep.stop_accepting(core)).collect()
+    endpoints.drain().filter_map(|ep| ep.stop_accepting(core)).collect()
 }
 
 async fn linger_then_shutdown(core: &Arc<Core>, linger: Option<Duration>) {
@@ -153,7 +152,7 @@ impl Socket {
             crate::transport::BindOptions { ipv6: o.ipv6, backlog: o.backlog }
         };
         let (handle, bound) = endpoints::bind(&self.inner.core, &ep, how).await?;
-        self.endpoints().insert(bound.clone(), handle);
+        self.endpoints().insert(handle);
         *self.inner.last_endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(bound.clone());
         Ok(bound)
     }
@@ -166,7 +165,7 @@ impl Socket {
     pub async fn connect(&self, endpoint: &str) -> Result<()> {
         let ep: Endpoint = endpoint.parse()?;
         let handle = endpoints::connect(&self.inner.core, ep, endpoint.to_owned())?;
-        self.endpoints().insert(endpoint.to_owned(), handle);
+        self.endpoints().insert(handle);
         *self.inner.last_endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(endpoint.to_owned());
         Ok(())
     }
@@ -305,7 +304,7 @@ impl Socket {
         self.endpoints().remove(endpoint).ok_or_else(|| Error::EndpointNotFound(endpoint.to_owned()))
     }
 
-    fn endpoints(&self) -> std::sync::MutexGuard<'_, HashMap<String, EndpointHandle>> {
+    fn endpoints(&self) -> std::sync::MutexGuard<'_, Endpoints> {
         self.inner.endpoints.lock().unwrap_or_else(|e| e.into_inner())
     }
 

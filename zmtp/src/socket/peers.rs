@@ -38,6 +38,11 @@ pub(crate) struct Peers {
 
 impl Peers {
     pub fn insert(&mut self, id: PeerId, peer: Peer) {
+        if self.order.is_empty() {
+            // Room for exactly one (a vector's first allocation is otherwise room for 4): most
+            // sockets have one peer, and every DEALER of a crowd carries this.
+            self.order.reserve_exact(1);
+        }
         self.order.push((id, peer.out.clone()));
         self.map.insert(id, peer);
     }
