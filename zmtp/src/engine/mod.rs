@@ -71,19 +71,21 @@ pub(crate) fn run<'a, H: Host>(
     core: &'a Arc<H>,
     slot: Option<PeerId>,
     conn: AnyStream,
-    rendezvous: Option<Rendezvous>,
+    rendezvous: Option<Box<Rendezvous>>,
     kill: CancellationToken,
     info: ConnectionInfo<'a>,
     live: LiveTask,
 ) -> impl std::future::Future<Output = Ended> + 'a {
     #[cfg(feature = "draft")]
     if core.socket_type() == crate::wire::SocketType::Stream {
-        return futures::future::Either::Left(async move {
+        // Boxed: a STREAM connection's state is larger than a ZMTP one's, and inline it would size
+        // every connection's task.
+        return futures::future::Either::Left(Box::pin(async move {
             let _live = live;
             let mut told = Told::default();
             let result = raw::drive(core, slot, conn, kill, &info, &mut told).await.map_err(Arc::new);
             report_end(&**core, &info, told, result)
-        });
+        }));
     }
     let (rd, wr) = conn.into_halves();
     let zmtp = drive(core, slot, rd, wr, rendezvous, kill, info, live);
@@ -128,7 +130,7 @@ fn drive<'a, H: Host>(
     slot: Option<PeerId>,
     mut rd: AnyRead,
     mut wr: AnyWrite,
-    rendezvous: Option<Rendezvous>,
+    rendezvous: Option<Box<Rendezvous>>,
     kill: CancellationToken,
     info: ConnectionInfo<'a>,
     live: LiveTask,
@@ -159,54 +161,58 @@ fn drive<'a, H: Host>(
             let handshake::Handshaken { info: peer_info, minor, read_buf, cipher } = done;
             // In a block of its own, so the peer's metadata is freed now rather than kept for the connection's
             // lifetime in its task.
-            let (attached, inlet) = {
+            let (peer, out, inlet) = {
                 let peer_info = peer_info;
                 tracing::debug!(endpoint = info.endpoint, peer = info.peer_addr, peer_type = ?peer_info.socket_type, minor, "handshake complete");
                 // The ZMTP handshake has succeeded, whatever the socket then makes of the peer: as in libzmq,
                 // a peer the socket's own policy turns away (a second PAIR peer, a duplicate ROUTER id
                 // without ROUTER_HANDOVER) shows as HandshakeSucceeded, then Disconnected with the reason.
                 // Emitted after the attach, so a peer is routable by the time its handshake is reported.
-                let attached = core.attach(slot, &peer_info, minor, kill.clone());
+                let mut attached = core.attach(slot, &peer_info, minor, kill.clone());
                 told.handshaken = true;
-                told.routing_id = attached.as_ref().ok().and_then(|a| a.routing_id.clone());
+                told.routing_id = attached.as_mut().ok().and_then(|a| a.routing_id.take());
                 core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
                     endpoint: info.endpoint.to_owned(),
                     peer: info.peer_addr.to_owned(),
                     peer_type: peer_info.socket_type,
                     routing_id: told.routing_id.clone(),
                 });
-                let attached = match attached {
+                // Taken apart: its routing id (32 bytes) is the monitor's, in `told`, and kept once; its
+                // kill token is `kill` (the socket keeps a clone).
+                let Attached { peer, out, .. } = match attached {
                     Ok(attached) => attached,
                     Err(e) => break 'connection Err(e),
                 };
-                core.set_peer_properties(
-                    attached.peer,
-                    crate::message::Properties::of_peer(&peer_info, info.peer_addr),
-                );
-                let inlet = inlet::Inlet { core: core.clone(), peer: attached.peer };
-                (attached, inlet)
+                core.set_peer_properties(peer, crate::message::Properties::of_peer(&peer_info, info.peer_addr));
+                let inlet = inlet::Inlet { core: core.clone(), peer };
+                (peer, out, inlet)
             };
             let result = match rendezvous {
                 // Boxed: the shortcut's state (about 1.1 KiB) is larger than the reader's and the writer's
                 // together, and inline it would size every TCP and IPC connection's task too.
-                Some(rendezvous) => tokio::select! {
-                    r = Box::pin(direct::run(rd, &attached.out, inlet, rendezvous)) => r,
-                    _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
-                },
+                Some(rendezvous) => {
+                    // Not needed here, and dropped before the wait: alive across it, they took room in
+                    // the task that its TCP state could not share (128 bytes in every connection).
+                    drop((read_buf, cipher));
+                    tokio::select! {
+                        r = Box::pin(direct::run(rd, &out, inlet, *rendezvous)) => r,
+                        _ = kill.cancelled() => Err(ConnectionError::SocketClosed),
+                    }
+                }
                 None => {
                     let liveness = Liveness::default();
                     // Boxed: CURVE's state (48 bytes each way) would otherwise sit in every connection's task.
                     let (encoder, decoder) = cipher.map(|c| c.split()).map(|(e, d)| (Box::new(e), Box::new(d))).unzip();
-                    let link = reader::Link { inlet, out: &attached.out, liveness: &liveness };
+                    let link = reader::Link { inlet, out: &out, liveness: &liveness };
                     tokio::select! {
                         r = reader::read_loop(&mut rd, read_buf, link, reader::Decoding::new(&opts, decoder)) => r,
-                        w = writer::write_loop(&mut wr, &attached.out, minor, &opts, &liveness, encoder) => w,
-                        _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+                        w = writer::write_loop(&mut wr, &out, minor, &opts, &liveness, encoder) => w,
+                        _ = kill.cancelled() => Err(ConnectionError::SocketClosed),
                     }
                 }
             };
             let keep = !matches!(&result, Err(e) if e.is_protocol());
-            core.detach(attached.peer, keep);
+            core.detach(peer, keep);
             result
         };
         let ended = report_end(&**core, &info, told, result.map_err(Arc::new));

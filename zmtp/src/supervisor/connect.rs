@@ -35,66 +35,74 @@ pub(crate) fn connect<H: Host>(
     let host = host.clone();
     tokio::spawn(async move {
         let mut backoff = Backoff::default();
-        loop {
+        'connecting: loop {
             host.monitors().emit(|| MonitorEvent::ConnectDelayed { endpoint: endpoint.clone() });
-            let connected = tokio::select! {
-                c = transport::connect(&ep) => c,
-                _ = stop_connecting(&*host, slot, &accepting, &connections) => break,
-            };
             // Why this attempt did not last, for ConnectRetried.
-            let reason: Arc<ConnectionError>;
-            match connected {
-                Ok((conn, peer)) => {
-                    host.monitors().emit(|| MonitorEvent::Connected { endpoint: endpoint.clone(), peer: peer.clone() });
-                    let kill = connections.child_token();
-                    let ended = run_connection(&host, Some(slot), conn, kill, &endpoint, &peer).await;
-                    log_end(&endpoint, &peer, &ended.result);
-                    reason = ended.result.clone().err().unwrap_or_else(|| Arc::new(ConnectionError::PeerClosed));
-                    match ended.result {
-                        Err(e) if e.is_protocol() => {
-                            // libzmq does not reconnect after a protocol error.
-                            stop_trying(&*host, slot);
-                            return;
+            let reason: Arc<ConnectionError> = 'attempt: {
+                // In a block of its own: the attempt's `Result` (64 bytes) is gone before the
+                // connection runs instead of staying in this task for as long as it does.
+                let (conn, peer) = {
+                    let connected = tokio::select! {
+                        c = transport::connect(&ep) => c,
+                        _ = stop_connecting(&*host, slot, &accepting, &connections) => break 'connecting,
+                    };
+                    match connected {
+                        Ok(pair) => pair,
+                        Err(e) => {
+                            tracing::debug!(%endpoint, error = %e, "connect failed");
+                            let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
+                            // RECONNECT_STOP_CONN_REFUSED: checked by libzmq's tcp connecter only
+                            // (its ipc connecter retries a refused connect whatever the option says).
+                            if refused
+                                && matches!(ep, Endpoint::Tcp { .. })
+                                && stops(&*host, RECONNECT_STOP_CONN_REFUSED)
+                            {
+                                give_up(&*host, slot, &endpoint, &accepting);
+                                return;
+                            }
+                            // RECONNECT_STOP_AFTER_DISCONNECT: libzmq checks it in its ipc connecter
+                            // only (ipc_connecter.cpp, 4.3.5 and master), and there it stops trying
+                            // but keeps the endpoint: `disconnect` still finds it.
+                            if refused
+                                && matches!(ep, Endpoint::Ipc(_))
+                                && stops(&*host, RECONNECT_STOP_AFTER_DISCONNECT)
+                                && host.has_disconnected()
+                            {
+                                stop_trying(&*host, slot);
+                                host.monitors().emit(|| MonitorEvent::Closed { endpoint: endpoint.clone() });
+                                return;
+                            }
+                            break 'attempt Arc::new(ConnectionError::Io(e));
                         }
-                        // RECONNECT_STOP_HANDSHAKE_FAILED: a handshake the peer cut short or that
-                        // timed out ends the connect as a protocol error does (stream_engine_base.cpp).
-                        Err(_) if !ended.handshaken && stops(&*host, RECONNECT_STOP_HANDSHAKE_FAILED) => {
-                            stop_trying(&*host, slot);
-                            return;
-                        }
-                        _ if accepting.is_cancelled() && !host.slot_has_pending(slot) => break,
-                        // The socket dropped the slot (a STREAM closed the connection itself).
-                        _ if !host.slot_alive(slot) => {
-                            accepting.cancel();
-                            return;
-                        }
-                        _ => backoff.reset(),
                     }
-                }
-                Err(e) => {
-                    tracing::debug!(%endpoint, error = %e, "connect failed");
-                    let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
-                    // RECONNECT_STOP_CONN_REFUSED: checked by libzmq's tcp connecter only (its ipc
-                    // connecter retries a refused connect whatever the option says).
-                    if refused && matches!(ep, Endpoint::Tcp { .. }) && stops(&*host, RECONNECT_STOP_CONN_REFUSED) {
-                        give_up(&*host, slot, &endpoint, &accepting);
-                        return;
-                    }
-                    // RECONNECT_STOP_AFTER_DISCONNECT: libzmq checks it in its ipc connecter only
-                    // (ipc_connecter.cpp, 4.3.5 and master), and there it stops trying but keeps the
-                    // endpoint: `disconnect` still finds it.
-                    if refused
-                        && matches!(ep, Endpoint::Ipc(_))
-                        && stops(&*host, RECONNECT_STOP_AFTER_DISCONNECT)
-                        && host.has_disconnected()
-                    {
+                };
+                host.monitors().emit(|| MonitorEvent::Connected { endpoint: endpoint.clone(), peer: peer.clone() });
+                let kill = connections.child_token();
+                let ended = run_connection(&host, Some(slot), conn, kill, &endpoint, &peer).await;
+                log_end(&endpoint, &peer, &ended.result);
+                let reason = ended.result.clone().err().unwrap_or_else(|| Arc::new(ConnectionError::PeerClosed));
+                match ended.result {
+                    Err(e) if e.is_protocol() => {
+                        // libzmq does not reconnect after a protocol error.
                         stop_trying(&*host, slot);
-                        host.monitors().emit(|| MonitorEvent::Closed { endpoint: endpoint.clone() });
                         return;
                     }
-                    reason = Arc::new(ConnectionError::Io(e));
+                    // RECONNECT_STOP_HANDSHAKE_FAILED: a handshake the peer cut short or that
+                    // timed out ends the connect as a protocol error does (stream_engine_base.cpp).
+                    Err(_) if !ended.handshaken && stops(&*host, RECONNECT_STOP_HANDSHAKE_FAILED) => {
+                        stop_trying(&*host, slot);
+                        return;
+                    }
+                    _ if accepting.is_cancelled() && !host.slot_has_pending(slot) => break 'connecting,
+                    // The socket dropped the slot (a STREAM closed the connection itself).
+                    _ if !host.slot_alive(slot) => {
+                        accepting.cancel();
+                        return;
+                    }
+                    _ => backoff.reset(),
                 }
-            }
+                reason
+            };
             let Some(wait) = backoff.retry(&*host, &endpoint, reason) else { break };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}

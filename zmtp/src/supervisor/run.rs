@@ -30,7 +30,8 @@ pub(super) fn run_connection<'a, H: Host>(
         }
         #[cfg(unix)]
         Connection::Ipc(s) => (AnyStream::Ipc(s), None),
-        Connection::Inproc(c) => (AnyStream::Inproc(c.stream), c.rendezvous),
+        // Boxed: only inproc has one, and inline it would sit in every TCP and IPC connection's task.
+        Connection::Inproc(c) => (AnyStream::Inproc(c.stream), c.rendezvous.map(Box::new)),
     };
     engine::run(host, slot, stream, rendezvous, kill, info, live)
 }
