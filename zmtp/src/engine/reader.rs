@@ -79,7 +79,7 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
             let delivered = !batch.is_empty();
             link.inlet.flush(&mut batch).await;
             decoded.map_err(|e| *e)?;
-            if delivered && (busy_read || !current_thread) {
+            if delivered && (busy_read || !current_thread || decoding.large_frames) {
                 // Let the application take what was just delivered before reading on. Otherwise, on a
                 // current-thread runtime, the reader runs through its whole budget first (128 reads: 32 MiB
                 // of 64 KiB messages held at once), and the allocator hands back and refaults that much
@@ -90,6 +90,11 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
                 // round trip in a spawned task, half its poll syscalls). On the multi-thread runtime
                 // the yield keeps the worker from parking: CHP's set -> watcher p50 rose from 87 to
                 // 99 µs idle and 77 to 85 µs loaded without it (medians of 10 alternating runs).
+                // And always while frames are large: a short read there does not mean the peer is
+                // behind (over ipc the socket's buffer, about 208 KiB, makes every read short), and
+                // a reader that read on while the sender refilled the socket held the application off
+                // for its whole budget. ipc at 64 KiB with both processes on one core: 38-39 k/s ->
+                // 123-128 k/s (its allocator gave the heap back and took it again every other read).
                 tokio::task::yield_now().await;
             }
             if buf.is_empty() && buf.capacity() > 0 && read_size == MIN_READ {
