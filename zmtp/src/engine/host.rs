@@ -22,8 +22,6 @@ pub(crate) struct Attached {
     pub peer: PeerId,
     /// Where the socket queues what this connection writes.
     pub out: Arc<OutPipe>,
-    /// Cancelled when the socket wants this connection closed (handover, disconnect, close).
-    pub kill: CancellationToken,
     /// The peer's routing id where known, for the monitor.
     pub routing_id: Option<bytes::Bytes>,
 }
@@ -42,7 +40,9 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn slot_alive(&self, slot: PeerId) -> bool;
     /// Whether a connect-side slot still has messages to deliver (a handshake then outlives close).
     fn slot_has_pending(&self, slot: PeerId) -> bool;
-    /// Takes a handshaken peer in, or refuses it by the socket's own rules.
+    /// Takes a handshaken peer in, or refuses it by the socket's own rules. `kill` is the
+    /// connection's: the socket keeps a clone, and cancels it when it wants the connection closed
+    /// (handover, disconnect, close).
     fn attach(
         &self,
         slot: Option<PeerId>,

@@ -45,7 +45,7 @@ pub(super) async fn drive<H: Host, C: Conn>(
 ) -> Result<(), ConnectionError> {
     let (rd, wr) = conn.into_halves();
     let peer = raw_peer();
-    let attached = core.attach(slot, &peer, 1, kill)?;
+    let attached = core.attach(slot, &peer, 1, kill.clone())?;
     *told = Told { handshaken: true, routing_id: attached.routing_id.clone() };
     // A STREAM has no handshake: this event says the connection is the socket's now.
     core.monitors().emit(|| MonitorEvent::HandshakeSucceeded {
@@ -59,7 +59,7 @@ pub(super) async fn drive<H: Host, C: Conn>(
     let result = tokio::select! {
         r = read_loop(rd, &inlet) => r,
         w = write_loop(wr, &attached.out) => w,
-        _ = attached.kill.cancelled() => Err(ConnectionError::SocketClosed),
+        _ = kill.cancelled() => Err(ConnectionError::SocketClosed),
     };
     // A connect-side STREAM peer reconnects, under a new routing id (its queue is kept).
     core.detach(attached.peer, true);

@@ -194,7 +194,7 @@ impl Core {
         }
         drop(state);
         self.space.wake();
-        Ok(Attached { peer: id, out, kill, routing_id: known_id })
+        Ok(Attached { peer: id, out, routing_id: known_id })
     }
 
     /// ROUTER: closes the connection of the peer with this routing id. An accepted peer is removed
