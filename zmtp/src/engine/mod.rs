@@ -177,8 +177,7 @@ fn drive<'a, H: Host>(
                     peer_type: peer_info.socket_type,
                     routing_id: told.routing_id.clone(),
                 });
-                // Taken apart: its routing id (32 bytes) is the monitor's, in `told`, and kept once; its
-                // kill token is `kill` (the socket keeps a clone).
+                // Taken apart: its routing id (32 bytes) is the monitor's, in `told`, and kept once.
                 let Attached { peer, out, .. } = match attached {
                     Ok(attached) => attached,
                     Err(e) => break 'connection Err(e),
