@@ -305,32 +305,15 @@ pub(crate) enum AnyPattern {
 
 macro_rules! each_pattern {
     ($value:expr, $p:ident => $body:expr) => {
+        each_pattern!(@arms $value, $p => $body; inline: Pair, Dealer, Push, Pull, Req; boxed: Rep, Router, XPub, XSub, Other)
+    };
+    (@arms $value:expr, $p:ident => $body:expr; inline: $($inline:ident),*; boxed: $($boxed:ident),*) => {
         match $value {
-            AnyPattern::Pair($p) => $body,
-            AnyPattern::Dealer($p) => $body,
-            AnyPattern::Push($p) => $body,
-            AnyPattern::Pull($p) => $body,
-            AnyPattern::Req($p) => $body,
-            AnyPattern::Rep(boxed) => {
+            $(AnyPattern::$inline($p) => $body,)*
+            $(AnyPattern::$boxed(boxed) => {
                 let $p = &mut **boxed;
                 $body
-            }
-            AnyPattern::Router(boxed) => {
-                let $p = &mut **boxed;
-                $body
-            }
-            AnyPattern::XPub(boxed) => {
-                let $p = &mut **boxed;
-                $body
-            }
-            AnyPattern::XSub(boxed) => {
-                let $p = &mut **boxed;
-                $body
-            }
-            AnyPattern::Other(boxed) => {
-                let $p = &mut **boxed;
-                $body
-            }
+            })*
         }
     };
 }
