@@ -1,7 +1,8 @@
-//! The batch API (issue 20): `send_many`, `recv_many` and the coalescing `sink()`. Order, the
-//! HWM's back-pressure, what a dropped future leaves behind, errors in the middle of a batch, and
-//! that a loop of batches still gives the runtime back (`fairness.rs`). (Against libzmq:
-//! `interop.rs`, `send_many_to_libzmq_pull` and `libzmq_push_to_recv_many`.)
+//! The batch API (issue 20): `send_many`, `recv_many`, the coalescing `sink()` and a ROUTER's
+//! `send_encoded`. Order, the HWM's back-pressure, what a dropped future leaves behind, errors in
+//! the middle of a batch, and that a loop of batches still gives the runtime back (`fairness.rs`).
+//! (Against libzmq: `interop.rs`, `send_many_to_libzmq_pull`, `libzmq_push_to_recv_many` and
+//! `send_encoded_to_libzmq_dealer`.)
 
 use std::time::Duration;
 
@@ -220,4 +221,144 @@ async fn a_sink_flush_waits_for_room_and_survives_being_dropped() {
     timeout(STEP * 4, sink.flush()).await.unwrap().unwrap();
     let got = receiver.await.unwrap();
     assert!(got.iter().map(number).eq(0..200));
+}
+
+// ---------------------------------------------------------------------------------------------
+// send_encoded: messages encoded ahead of time, for one ROUTER peer
+// ---------------------------------------------------------------------------------------------
+
+/// A ROUTER on `endpoint` (a byte HWM of 1 MiB) and a DEALER named "reader" connected to it,
+/// the ROUTER knowing it.
+async fn router_and_reader(endpoint: &str, curve: bool, sndhwm: usize, rcvhwm: usize) -> (Socket, Socket) {
+    use zmtp::security::KeyPair;
+    let router = Socket::new(SocketType::Router);
+    router.set_sndhwm(sndhwm);
+    router.set_sndhwm_bytes(1 << 20);
+    let dealer = Socket::new(SocketType::Dealer);
+    dealer.set_rcvhwm(rcvhwm);
+    if curve {
+        let keys = KeyPair::generate();
+        router.set_curve_server(true);
+        router.set_curve_keypair(keys.clone());
+        dealer.set_curve_keypair(KeyPair::generate());
+        dealer.set_curve_serverkey(&keys.public_z85()).unwrap();
+    }
+    let endpoint = router.bind(endpoint).await.unwrap();
+    dealer.set_routing_id("reader").unwrap();
+    dealer.connect(&endpoint).await.unwrap();
+    dealer.send("hello").await.unwrap();
+    let hello = timeout(STEP, router.recv()).await.expect("hello in time").unwrap();
+    assert_eq!(&hello[0][..], b"reader");
+    (router, dealer)
+}
+
+/// Message `i` of a batch: a key, two empty frames, a value (long every 7th: a 9-byte header).
+fn encoded_frames(i: usize) -> [Vec<u8>; 4] {
+    let value = if i.is_multiple_of(7) { vec![b'v'; 300 + i % 50] } else { format!("value {i}").into_bytes() };
+    [format!("key {i}").into_bytes(), Vec::new(), Vec::new(), value]
+}
+
+async fn encoded_batches_arrive_as_their_messages(endpoint: &str, curve: bool) {
+    let (router, dealer) = router_and_reader(endpoint, curve, 1000, 1000).await;
+    // Mandatory: a full queue makes both kinds of send wait instead of dropping (10,000 messages
+    // pass queues of 1,000).
+    router.set_router_mandatory(true);
+    let sender = tokio::spawn(async move {
+        let mut batch = zmtp::EncodedBatch::new();
+        for chunk in 0..20 {
+            for i in chunk * 500..(chunk + 1) * 500 {
+                let frames = encoded_frames(i);
+                batch.push(&frames.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+            }
+            assert_eq!(batch.len(), 500);
+            router.send_encoded(b"reader", &mut batch).await.unwrap();
+            assert!(batch.is_empty() && batch.encoded_len() == 0);
+            // A plain send between batches keeps its place.
+            router.send(vec![bytes::Bytes::from_static(b"reader"), format!("plain {chunk}").into()]).await.unwrap();
+        }
+        router
+    });
+    for chunk in 0..20 {
+        for i in chunk * 500..(chunk + 1) * 500 {
+            let got = timeout(STEP, dealer.recv()).await.expect("in time").unwrap();
+            let expected = encoded_frames(i);
+            assert!(got.iter().map(|f| &f[..]).eq(expected.iter().map(Vec::as_slice)), "message {i}");
+        }
+        let plain = timeout(STEP, dealer.recv()).await.expect("in time").unwrap();
+        assert_eq!(plain[0], format!("plain {chunk}"));
+    }
+    sender.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_batches_arrive_as_their_messages_over_tcp() {
+    encoded_batches_arrive_as_their_messages("tcp://127.0.0.1:*", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_batches_arrive_as_their_messages_over_ipc() {
+    encoded_batches_arrive_as_their_messages("ipc://*", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_batches_arrive_as_their_messages_over_inproc() {
+    encoded_batches_arrive_as_their_messages("inproc://encoded-batches", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_batches_arrive_as_their_messages_under_curve() {
+    encoded_batches_arrive_as_their_messages("tcp://127.0.0.1:*", true).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_send_encoded_leaves_its_batch_whole_and_mandatory_routes_are_kept() {
+    // A reader that does not read, and a first batch of 32 MiB, more than the kernel's buffers
+    // hold: it stays in flight, over the byte HWM, so the second batch waits for room, and a
+    // dropped wait leaves it as it was.
+    let (router, dealer) = router_and_reader("tcp://127.0.0.1:*", false, 10, 10).await;
+    router.set_router_mandatory(true);
+    let value = vec![7u8; 4096];
+    let (mut first, mut second) = (zmtp::EncodedBatch::new(), zmtp::EncodedBatch::new());
+    for i in 0..8192u32 {
+        first.push(&[b"first", &i.to_be_bytes(), &value]).unwrap();
+    }
+    for i in 0..100u32 {
+        second.push(&[b"second", &i.to_be_bytes(), b""]).unwrap();
+    }
+    router.send_encoded(b"reader", &mut first).await.unwrap();
+    let (len, bytes) = (second.len(), second.encoded_len());
+    assert!(timeout(Duration::from_millis(200), router.send_encoded(b"reader", &mut second)).await.is_err());
+    assert_eq!((second.len(), second.encoded_len()), (len, bytes), "the batch is whole");
+    // Reading makes room: the same batch goes, and everything arrives once, in order.
+    let reader = tokio::spawn(async move {
+        for (name, count) in [("first", 8192u32), ("second", 100)] {
+            for i in 0..count {
+                let got = timeout(STEP, dealer.recv()).await.expect("in time").unwrap();
+                assert_eq!((&got[0][..], &got[1][..]), (name.as_bytes(), &i.to_be_bytes()[..]));
+            }
+        }
+    });
+    timeout(STEP, router.send_encoded(b"reader", &mut second)).await.expect("room came").unwrap();
+    reader.await.unwrap();
+
+    // An unknown peer: refused under ROUTER_MANDATORY (batch kept), dropped without it.
+    let mut batch = zmtp::EncodedBatch::new();
+    batch.push(&[b"x"]).unwrap();
+    assert!(matches!(router.send_encoded(b"nobody", &mut batch).await, Err(Error::HostUnreachable(_))));
+    assert_eq!(batch.len(), 1);
+    router.set_router_mandatory(false);
+    router.send_encoded(b"nobody", &mut batch).await.unwrap();
+    assert!(batch.is_empty());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn only_a_router_sends_encoded_batches() {
+    let mut batch = zmtp::EncodedBatch::new();
+    batch.push(&[b"x"]).unwrap();
+    for socket_type in [SocketType::Dealer, SocketType::Push, SocketType::Pub, SocketType::Rep] {
+        let socket = Socket::new(socket_type);
+        let refused = socket.send_encoded(b"anyone", &mut batch).await;
+        assert!(matches!(refused, Err(Error::NotSupported(t)) if t == socket_type), "{socket_type:?}");
+        assert_eq!(batch.len(), 1);
+    }
 }

@@ -1068,6 +1068,31 @@ async fn libzmq_push_to_recv_many(bind: Bind) {
 }
 both_binds!(libzmq_push_to_recv_many => libzmq_push_to_recv_many_bind_ours, libzmq_push_to_recv_many_bind_libzmq);
 
+/// A libzmq DEALER receives an `EncodedBatch` from our ROUTER as the messages it holds: frame for
+/// frame, empty and long frames included, in order, after and before plain sends.
+async fn send_encoded_to_libzmq_dealer(bind: Bind) {
+    let router = Socket::new(SocketType::Router);
+    let mut peer = link(&router, libzmq("DEALER").routing_id(b"reader").send(&["hi"]).recv(5), bind).await;
+    assert_frames(&recv(&router).await, &["reader", "hi"], "our ROUTER got the hello");
+
+    let long = "L".repeat(300);
+    send(&router, &["reader", "before"]).await;
+    let mut batch = zmtp::EncodedBatch::new();
+    batch.push(&[b"key", b"", b"value"]).unwrap();
+    batch.push(&[long.as_bytes()]).unwrap();
+    batch.push_message(&msg(&["", "x", ""])).unwrap();
+    timeout(STEP, router.send_encoded(b"reader", &mut batch)).await.expect("in time").expect("send_encoded");
+    assert!(batch.is_empty(), "a sent batch is emptied");
+    send(&router, &["reader", "after"]).await;
+    for (i, expected) in
+        [&["before"][..], &["key", "", "value"], &[long.as_str()], &["", "x", ""], &["after"]].iter().enumerate()
+    {
+        assert_frames(&peer.expect_recv().await, expected, &format!("libzmq DEALER message {i}"));
+    }
+    peer.finish().await;
+}
+both_binds!(send_encoded_to_libzmq_dealer => send_encoded_to_libzmq_dealer_bind_ours, send_encoded_to_libzmq_dealer_bind_libzmq);
+
 async fn pair_to_libzmq_pair(bind: Bind) {
     let pair = Socket::new(SocketType::Pair);
     let cfg = libzmq("PAIR").echo(1).send(&["p2", "x"]);

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod blocking;
+mod encoded;
 mod engine;
 mod error;
 #[cfg(feature = "fuzzing")]
@@ -56,6 +57,7 @@ pub use zmtp_wire as wire;
 #[cfg(not(feature = "internals"))]
 use zmtp_wire as wire;
 
+pub use encoded::EncodedBatch;
 pub use error::{ConnectionError, Error, Fault, LimitError, Refusal, Result};
 pub use message::{Message, Properties};
 pub use monitor::{Monitor, MonitorEvent};

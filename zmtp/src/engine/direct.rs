@@ -57,6 +57,14 @@ async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), Connection
                         to.subscription_message(subscription, &mut batch).await?;
                     }
                 }
+                // Taken apart into the messages it holds (each frame a slice of it).
+                Outbound::Encoded(bytes) => {
+                    for msg in crate::encoded::messages(&bytes) {
+                        if let Some(subscription) = to.message(msg, &mut batch) {
+                            to.subscription_message(subscription, &mut batch).await?;
+                        }
+                    }
+                }
                 Outbound::Subscribe(topic, subscribe) => to.subscription(&topic, subscribe, &mut batch).await?,
                 #[cfg(feature = "draft")]
                 Outbound::Join(group, join) => to.group(&group, join, &mut batch).await?,

@@ -245,6 +245,20 @@ fn encode_item(
             encode_command(&cmd, enc, buf)?;
         }
         (Outbound::Pong(context), enc) => encode_command(&Command::Pong(context), enc, buf)?,
+        // Already in wire framing: written as it is, by reference when large.
+        (Outbound::Encoded(bytes), None) if bytes.len() <= INLINE_MAX => buf.extend_from_slice(&bytes),
+        (Outbound::Encoded(bytes), None) => {
+            if !buf.is_empty() {
+                chunks.push(buf.split().freeze());
+            }
+            chunks.push(bytes);
+        }
+        // CURVE boxes each frame: taken apart again.
+        (Outbound::Encoded(bytes), Some(enc)) => {
+            for (more, body) in crate::encoded::frames(&bytes) {
+                enc.encode_frame(more, false, &bytes[body], buf).map_err(ConnectionError::Curve)?;
+            }
+        }
     }
     Ok(())
 }
@@ -275,6 +289,9 @@ fn encoded_len(item: &Outbound, curve: bool) -> usize {
         Outbound::Shared(msg) => msg.iter().map(frame_len).sum(),
         Outbound::Subscribe(topic, _) | Outbound::Join(topic, _) => CURVE_OVERHEAD + 16 + topic.len(),
         Outbound::Pong(context) => CURVE_OVERHEAD + 16 + context.len(),
+        Outbound::Encoded(bytes) if curve => bytes.len() + CURVE_OVERHEAD * crate::encoded::frames(bytes).count(),
+        Outbound::Encoded(bytes) if bytes.len() <= INLINE_MAX => bytes.len(),
+        Outbound::Encoded(_) => 0,
     }
 }
 

@@ -29,6 +29,9 @@ pub(crate) enum Outbound {
     Join(Bytes, bool),
     /// A PONG echoing this context.
     Pong(Bytes),
+    /// Whole messages already in wire framing ([`EncodedBatch`](crate::EncodedBatch)): written as
+    /// they are.
+    Encoded(Bytes),
 }
 
 impl Outbound {
@@ -41,8 +44,20 @@ impl Outbound {
         }
     }
 
+    /// Whether this carries messages (which count against the HWMs); commands do not.
     fn is_message(&self) -> bool {
-        self.message().is_some()
+        self.message().is_some() || matches!(self, Outbound::Encoded(_))
+    }
+
+    /// What this counts against the byte HWM.
+    fn cost(&self) -> usize {
+        match self {
+            Outbound::Message(msg) => cost(msg),
+            Outbound::Shared(msg) => cost(msg),
+            // One buffer: its bytes are what it holds.
+            Outbound::Encoded(bytes) => bytes.len(),
+            _ => 0,
+        }
     }
 }
 
@@ -118,7 +133,23 @@ impl OutPipe {
         self.try_push_item(Outbound::Shared(msg.clone()), cost).is_ok()
     }
 
+    /// Queues messages already encoded ([`EncodedBatch`](crate::EncodedBatch)) unless the pipe is
+    /// at its HWM: all of them at once, as one item (so a batch may take the queue past its HWMs by
+    /// its own size, as one large message may).
+    pub fn try_push_encoded(&self, bytes: Bytes, messages: usize) -> Result<(), Bytes> {
+        let cost = bytes.len();
+        self.try_push_counted(Outbound::Encoded(bytes), messages, cost).map_err(|item| match item {
+            Outbound::Encoded(bytes) => bytes,
+            _ => unreachable!("the item pushed"),
+        })
+    }
+
     fn try_push_item(&self, item: Outbound, cost: usize) -> Result<(), Outbound> {
+        self.try_push_counted(item, 1, cost)
+    }
+
+    /// Queues an item of `messages` messages costing `cost` bytes, unless at the HWM.
+    fn try_push_counted(&self, item: Outbound, messages: usize, cost: usize) -> Result<(), Outbound> {
         let mut s = self.lock();
         if self.conflate && s.messages > 0 {
             s.queue.retain(|item| !item.is_message());
@@ -128,7 +159,7 @@ impl OutPipe {
         if self.full(&s) {
             return Err(item);
         }
-        s.messages += 1;
+        s.messages += messages;
         s.bytes += cost;
         s.queue.push_back(item);
         self.wake_writer(s);
@@ -304,7 +335,7 @@ pub(crate) fn cost(msg: &Message) -> usize {
 
 /// What queued items count against the byte HWM.
 pub(crate) fn message_bytes<'a>(items: impl IntoIterator<Item = &'a Outbound>) -> usize {
-    items.into_iter().map(|item| item.message().map_or(0, cost)).sum()
+    items.into_iter().map(Outbound::cost).sum()
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 use futures::Sink;
 
 use super::{Socket, coop};
+use crate::encoded::EncodedBatch;
 use crate::error::{Error, Result};
 use crate::message::Message;
 
@@ -63,6 +64,52 @@ impl Socket {
         }
         core.space
             .wait_until(|| match send_what_fits(core, batch) {
+                Ok(true) => Some(Ok(())),
+                Ok(false) => None,
+                Err(e) => Some(Err(e)),
+            })
+            .await
+    }
+
+    /// ROUTER: queues every message of `batch` for the peer whose routing id is `routing_id`, as
+    /// one item its connection writes as it is; on success `batch` is empty (its buffer kept).
+    /// The peer receives the same messages, in the same order, as a [`send`](Self::send) of each
+    /// (with `routing_id` as its first frame) would have given it, over tcp, ipc, inproc and
+    /// CURVE alike; encoding them ahead of time skips every per-message cost of a send (see
+    /// [`EncodedBatch`]).
+    ///
+    /// Waits, as `send` does, while the peer's queue is at its HWM; the batch is then queued whole
+    /// (it may take the queue past its HWMs by its own size, as one large message may). As a
+    /// ROUTER's `send` does, a batch for an unknown peer is dropped, and so is one for a full peer
+    /// unless ROUTER_MANDATORY is set; with ROUTER_MANDATORY an unknown peer is
+    /// [`Error::HostUnreachable`](crate::Error::HostUnreachable). Any other socket type:
+    /// [`Error::NotSupported`](crate::Error::NotSupported).
+    ///
+    /// **Cancel safety:** the batch is taken only when it is queued; dropping the future leaves
+    /// it whole.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use zmtp::{EncodedBatch, Socket, SocketType};
+    /// let router = Socket::new(SocketType::Router);
+    /// router.set_router_mandatory(true);
+    /// let mut batch = EncodedBatch::new();
+    /// batch.push(&[b"hello"])?;
+    /// let refused = router.send_encoded(b"nobody", &mut batch).await;
+    /// assert!(matches!(refused, Err(zmtp::Error::HostUnreachable(_))));
+    /// assert_eq!(batch.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_encoded(&self, routing_id: &[u8], batch: &mut EncodedBatch) -> Result<()> {
+        // One budget unit per batch, as for `send_many`.
+        tokio::task::coop::consume_budget().await;
+        let core = &self.inner.core;
+        if core.try_send_encoded(routing_id, batch)? {
+            return Ok(());
+        }
+        core.space
+            .wait_until(|| match core.try_send_encoded(routing_id, batch) {
                 Ok(true) => Some(Ok(())),
                 Ok(false) => None,
                 Err(e) => Some(Err(e)),

@@ -14,6 +14,7 @@ use super::inbox::{Inbox, Pushed};
 pub(crate) use super::pattern::TrySend;
 use super::pattern::{self, AnyPattern, HotOptions, RecvRule, SendFlags, router};
 use super::peers::{Peer, Peers};
+use crate::encoded::EncodedBatch;
 use crate::engine::{Attached, Host};
 use crate::error::{ConnectionError, Error, LimitError, Result};
 use crate::link::live::LiveTasks;
@@ -406,6 +407,43 @@ impl Core {
                 (bad + 1, error)
             }
             _ => (sent, result),
+        }
+    }
+
+    /// ROUTER: queues `batch` whole for the peer `routing_id` unless its queue is at its HWM
+    /// (`Ok(false)`, batch untouched). As a ROUTER's `send` does, a batch for an unknown peer, or
+    /// for a full one without ROUTER_MANDATORY, is dropped (and counts as sent); with it, an
+    /// unknown peer is [`Error::HostUnreachable`].
+    pub fn try_send_encoded(&self, routing_id: &[u8], batch: &mut EncodedBatch) -> Result<bool> {
+        if self.socket_type != SocketType::Router {
+            return Err(Error::NotSupported(self.socket_type));
+        }
+        if batch.is_empty() {
+            return Ok(true);
+        }
+        let mandatory = self.send_flags().router_mandatory();
+        let state = self.state();
+        if state.closed {
+            return Err(Error::Closed);
+        }
+        let Some(peer) = state.pattern.peer_by_routing_id(routing_id).and_then(|id| state.peers.map.get(&id)) else {
+            return match mandatory {
+                true => Err(Error::HostUnreachable(Bytes::copy_from_slice(routing_id))),
+                false => {
+                    batch.clear();
+                    Ok(true)
+                }
+            };
+        };
+        let (bytes, messages) = batch.take();
+        match peer.out.try_push_encoded(bytes, messages) {
+            Ok(()) => Ok(true),
+            Err(_) if !mandatory => Ok(true),
+            Err(bytes) => {
+                // Not queued: back into the batch, which the take emptied.
+                batch.restore(bytes, messages);
+                Ok(false)
+            }
         }
     }
 
