@@ -109,6 +109,11 @@ impl EncodedBatch {
         self.buf.len()
     }
 
+    /// The batch's messages, decoded again (copies: for tests and logging, not the hot path).
+    pub fn to_messages(&self) -> Vec<Message> {
+        messages(&Bytes::copy_from_slice(&self.buf)).collect()
+    }
+
     /// Empties the batch, keeping its buffer.
     pub fn clear(&mut self) {
         self.buf.clear();

@@ -129,11 +129,16 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
             loop {
                 // One pass for the round's size, count and what it frees of the byte HWM.
                 let (mut count, mut bytes, mut payload) = (0, 0, 0);
+                // Encoded batches written by reference count towards the round too: a queue of
+                // them is then freed of the byte HWM a round at a time, so their sender refills
+                // it while the rest is written, instead of after all of it.
+                let mut referenced = 0;
                 for item in items.iter() {
-                    if bytes >= WRITE_ROUND {
+                    if bytes + referenced >= WRITE_ROUND {
                         break;
                     }
                     bytes += encoded_len(item, encoder.is_some());
+                    referenced += referenced_len(item, encoder.is_some());
                     payload += crate::link::pipe::message_bytes([item]);
                     count += 1;
                 }
@@ -292,6 +297,15 @@ fn encoded_len(item: &Outbound, curve: bool) -> usize {
         Outbound::Encoded(bytes) if curve => bytes.len() + CURVE_OVERHEAD * crate::encoded::frames(bytes).count(),
         Outbound::Encoded(bytes) if bytes.len() <= INLINE_MAX => bytes.len(),
         Outbound::Encoded(_) => 0,
+    }
+}
+
+/// What an item has written by reference rather than copied into the write buffer: an encoded
+/// batch's bytes when large (other items' large frames are left out of a round's size, as before).
+fn referenced_len(item: &Outbound, curve: bool) -> usize {
+    match item {
+        Outbound::Encoded(bytes) if !curve && bytes.len() > INLINE_MAX => bytes.len(),
+        _ => 0,
     }
 }
 
