@@ -207,21 +207,31 @@ impl Store {
 
     /// Up to `max` entries whose key starts with `prefix`, in key order, after `after`
     /// (exclusive), stopping once they hold `max_bytes` of keys and values (at least one is
+    /// returned): [`copy_chunk`](Self::copy_chunk)'s entries, borrowed.
+    pub fn chunk<'a>(
+        &'a self,
+        prefix: &'a [u8],
+        after: Option<&'a [u8]>,
+        max: usize,
+        max_bytes: usize,
+    ) -> impl Iterator<Item = Entry<'a>> + 'a {
+        let mut bytes = 0;
+        self.range(prefix, after).take(max).take_while(move |e| {
+            let fits = bytes < max_bytes;
+            bytes += e.key.len() + e.value.len();
+            fits
+        })
+    }
+
+    /// Up to `max` entries whose key starts with `prefix`, in key order, after `after`
+    /// (exclusive), stopping once they hold `max_bytes` of keys and values (at least one is
     /// returned): copied out, so the caller can use them without holding the store, and a byte
     /// bound keeps the copy small whatever the values. One copy and one allocation for the whole
     /// chunk, each key and value a slice of it (two allocations per key cost a million-key
     /// snapshot about a tenth of its time).
     pub fn copy_chunk(&self, prefix: &[u8], after: Option<&[u8]>, max: usize, max_bytes: usize) -> Vec<OwnedEntry> {
-        let mut bytes = 0;
-        let entries: Vec<Entry<'_>> = self
-            .range(prefix, after)
-            .take(max)
-            .take_while(|e| {
-                let fits = bytes < max_bytes;
-                bytes += e.key.len() + e.value.len();
-                fits
-            })
-            .collect();
+        let entries: Vec<Entry<'_>> = self.chunk(prefix, after, max, max_bytes).collect();
+        let bytes = entries.iter().map(|e| e.key.len() + e.value.len()).sum();
         let mut buf = bytes::BytesMut::with_capacity(bytes);
         for e in &entries {
             buf.extend_from_slice(e.key);

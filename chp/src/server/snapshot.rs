@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::Semaphore;
-use zmtp::{Message, Socket};
+use zmtp::{EncodedBatch, Message, Socket};
 
 use super::Shared;
 use crate::command::{IcanHaz, KTHXBAI, Subtree, parse_peersync};
@@ -210,34 +210,11 @@ impl Stream {
     async fn stream(&self, subtree: &Subtree) -> Result<usize, Abandoned> {
         let sequence = self.shared.lock().sequence();
         let seq_frame = sequence_frame(sequence);
-        let mut after: Option<Bytes> = None;
-        let mut sent = 0;
-        loop {
-            let chunk = self.shared.lock().snapshot_chunk(subtree, after.as_deref(), CHUNK, CHUNK_BYTES, sequence);
-            let more = !chunk.is_empty();
-            after = chunk.last().map(|kv| kv.key.clone());
-            let mut batch: Vec<Message> = chunk
-                .into_iter()
-                .map(|kv| {
-                    Message::from_frames([
-                        self.identity.clone(),
-                        kv.key,
-                        seq_frame.clone(),
-                        Bytes::new(),
-                        Bytes::new(),
-                        kv.value,
-                    ])
-                })
-                .collect();
-            sent += batch.len();
-            self.send_all(&mut batch).await?;
-            if !more {
-                break;
-            }
-            // The sends above may all have found room without awaiting: take part in tokio's
-            // budget once per chunk, so a long snapshot never starves the server's other tasks.
-            tokio::task::coop::consume_budget().await;
-        }
+        let sent = self
+            .stream_chunks(|after, batch| {
+                self.shared.lock().encode_snapshot_chunk(subtree, after, (CHUNK, CHUNK_BYTES), &seq_frame, batch)
+            })
+            .await?;
         let end = Bytes::from_static(KTHXBAI.as_bytes());
         self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), Bytes::new(), subtree.to_bytes()]).await?;
         Ok(sent)
@@ -249,39 +226,12 @@ impl Stream {
     async fn stream_to_peer(&self) -> Result<usize, Abandoned> {
         let sequence = self.shared.lock().sequence();
         let seq_frame = sequence_frame(sequence);
-        let mut after: Option<Bytes> = None;
-        let mut sent = 0;
-        loop {
-            let chunk =
-                self.shared.lock().peer_snapshot_chunk(after.as_deref(), CHUNK, CHUNK_BYTES, std::time::Instant::now());
-            let more = !chunk.is_empty();
-            after = chunk.last().map(|e| e.key.clone());
-            let mut batch: Vec<Message> = chunk
-                .into_iter()
-                .map(|entry| {
-                    let properties = match entry.ttl {
-                        Some(ttl) => Bytes::from(format!("ttl={}\n", crate::ttl::format(ttl))),
-                        None => Bytes::new(),
-                    };
-                    Message::from_frames([
-                        self.identity.clone(),
-                        entry.key,
-                        seq_frame.clone(),
-                        Bytes::new(),
-                        properties,
-                        entry.value,
-                    ])
-                })
-                .collect();
-            sent += batch.len();
-            self.send_all(&mut batch).await?;
-            if !more {
-                break;
-            }
-            // The sends above may all have found room without awaiting: take part in tokio's
-            // budget once per chunk, so a long snapshot never starves the server's other tasks.
-            tokio::task::coop::consume_budget().await;
-        }
+        let sent = self
+            .stream_chunks(|after, batch| {
+                let now = std::time::Instant::now();
+                self.shared.lock().encode_peer_snapshot_chunk(after, (CHUNK, CHUNK_BYTES), now, &seq_frame, batch)
+            })
+            .await?;
         let end = Bytes::from_static(KTHXBAI.as_bytes());
         let properties = match self.epoch.load(Ordering::Relaxed) {
             0 => Bytes::new(),
@@ -289,6 +239,28 @@ impl Stream {
         };
         self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), properties, Bytes::new()]).await?;
         Ok(sent)
+    }
+
+    /// Sends the chunks `encode` makes (each read under one lock of the state, after the last
+    /// key of the one before) until it has none left; how many KVSYNCs.
+    async fn stream_chunks(
+        &self,
+        encode: impl Fn(Option<&[u8]>, &mut EncodedBatch) -> Option<Bytes>,
+    ) -> Result<usize, Abandoned> {
+        let mut after: Option<Bytes> = None;
+        let mut sent = 0;
+        let mut batch = EncodedBatch::new();
+        loop {
+            after = encode(after.as_deref(), &mut batch);
+            if after.is_none() {
+                return Ok(sent);
+            }
+            sent += batch.len();
+            self.send_encoded(&mut batch).await?;
+            // The sends above may all have found room without awaiting: take part in tokio's
+            // budget once per chunk, so a long snapshot never starves the server's other tasks.
+            tokio::task::coop::consume_budget().await;
+        }
     }
 
     /// Holds the stream's slot until the peer has taken everything queued for it (written to its
@@ -304,20 +276,18 @@ impl Stream {
         }
     }
 
-    /// Sends a chunk's messages in order, as many per lock of the socket as fit
-    /// ([`Socket::send_many`]), waiting while the peer's queue is full under the same stall rules
-    /// as [`send`](Self::send): the stall clock restarts whenever the peer took something.
-    async fn send_all(&self, batch: &mut Vec<Message>) -> Result<(), Abandoned> {
-        let mut started = None;
+    /// Sends a chunk, waiting while the peer's queue is full: abandoned once the peer has taken
+    /// nothing for the stall timeout, or for [`CONTENDED_STALL`] while other snapshots wait for a
+    /// slot. The peer took something when the queue found room, so the clock runs per chunk.
+    async fn send_encoded(&self, batch: &mut EncodedBatch) -> Result<(), Abandoned> {
+        let started = tokio::time::Instant::now();
         loop {
-            let before = batch.len();
-            // `send_many` is cancel-safe: what a timed-out attempt did not send stays in `batch`.
-            match tokio::time::timeout(CONTENDED_STALL, self.router.send_many(batch)).await {
+            // `send_encoded` is cancel-safe: a timed-out attempt leaves the batch whole.
+            match tokio::time::timeout(CONTENDED_STALL, self.router.send_encoded(&self.identity, batch)).await {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(e)) => return Err(Abandoned::from(e)),
-                Err(_) if batch.len() < before => started = None,
                 Err(_) => {
-                    let stalled = started.get_or_insert_with(tokio::time::Instant::now).elapsed() + CONTENDED_STALL;
+                    let stalled = started.elapsed();
                     if self.waiting.load(Ordering::Relaxed) > 0 {
                         return Err(Abandoned::Contended(stalled));
                     }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::command::{KvSet, KvSync, Subtree};
+use zmtp::EncodedBatch;
+
+use crate::command::{KvSet, Subtree};
 use crate::kvmsg::{KvMsg, Properties};
 use crate::store::{Entry, OwnedEntry, Store};
 
@@ -294,53 +296,62 @@ impl ServerState {
         }
     }
 
-    /// Up to `max` KVSYNCs for `subtree`, in key order, after key `after` (exclusive), stopping
-    /// once they hold `max_bytes` of keys and values (at least one is returned). Each carries
-    /// `sequence` (the snapshot's). Keys and values are copied out, so the caller can send them
-    /// without holding the state; the byte bound keeps that copy small whatever the value sizes.
-    pub fn snapshot_chunk(
+    /// Encodes into `batch` the KVSYNCs for `subtree` after key `after` (exclusive), in key
+    /// order: up to `max`, stopping once they hold `max_bytes` of keys and values (at least one).
+    /// Each carries `sequence_frame` (the snapshot's sequence). Returns the last key encoded
+    /// (`None`: none was left).
+    ///
+    /// Encoded straight from the map in ZMTP framing, a pair is copied once, into the buffer the
+    /// connection writes, and costs no message of its own (no frame list, no reference counts),
+    /// so the caller sends the chunk without holding the state; the byte bound keeps the copy
+    /// small whatever the value sizes.
+    pub fn encode_snapshot_chunk(
         &self,
         subtree: &Subtree,
         after: Option<&[u8]>,
-        max: usize,
-        max_bytes: usize,
-        sequence: u64,
-    ) -> Vec<KvSync> {
-        self.store
-            .copy_chunk(subtree.as_bytes(), after, max, max_bytes)
-            .into_iter()
-            .map(|e| KvSync { key: e.key, sequence, value: e.value })
-            .collect()
+        (max, max_bytes): (usize, usize),
+        sequence_frame: &[u8],
+        batch: &mut EncodedBatch,
+    ) -> Option<Bytes> {
+        let mut last = None;
+        for e in self.store.chunk(subtree.as_bytes(), after, max, max_bytes) {
+            batch.push(&[e.key, sequence_frame, b"", b"", e.value]).expect("a KVSYNC has five frames");
+            last = Some(e.key);
+        }
+        last.map(Bytes::copy_from_slice)
     }
 
-    /// Up to `max` entries of the whole map after key `after` (exclusive), each with the time it
-    /// has left to live at `now` (for the passive server of a pair, which keeps expiring them once
-    /// promoted). A key already past its deadline but not yet expired is given 1 ms.
-    ///
-    /// Like [`snapshot_chunk`](Self::snapshot_chunk) it stops once `max_bytes` are copied.
-    pub fn peer_snapshot_chunk(
+    /// Encodes into `batch` the whole map's KVSYNCs after key `after` (exclusive), for the pair's
+    /// other server: each carries `ttl=` with the time its key has left to live at `now` (the
+    /// passive keeps expiring them once promoted; a key already past its deadline but not yet
+    /// expired is given 1 ms). Bounded and returning as
+    /// [`encode_snapshot_chunk`](Self::encode_snapshot_chunk) does.
+    pub fn encode_peer_snapshot_chunk(
         &self,
         after: Option<&[u8]>,
-        max: usize,
-        max_bytes: usize,
+        (max, max_bytes): (usize, usize),
         now: Instant,
-    ) -> Vec<PeerEntry> {
+        sequence_frame: &[u8],
+        batch: &mut EncodedBatch,
+    ) -> Option<Bytes> {
         let now_ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
-        self.store
-            .copy_chunk(b"", after, max, max_bytes)
-            .into_iter()
-            .map(|e| PeerEntry {
-                key: e.key,
-                value: e.value,
-                ttl: e.deadline.map(|ms| Duration::from_millis(ms.saturating_sub(now_ms).max(1))),
-            })
-            .collect()
+        let mut last = None;
+        for e in self.store.chunk(b"", after, max, max_bytes) {
+            let ttl = e.deadline.map(|ms| Duration::from_millis(ms.saturating_sub(now_ms).max(1)));
+            let properties = ttl.map(|ttl| format!("ttl={}\n", crate::ttl::format(ttl))).unwrap_or_default();
+            batch
+                .push(&[e.key, sequence_frame, b"", properties.as_bytes(), e.value])
+                .expect("a KVSYNC has five frames");
+            last = Some(e.key);
+        }
+        last.map(Bytes::copy_from_slice)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::SnapshotReply;
 
     fn set(key: &str, value: &str, ttl: Option<&str>) -> KvSet {
         let mut m = KvMsg::new(key.to_owned(), value.to_owned());
@@ -432,7 +443,19 @@ mod tests {
         let mut active = ServerState::new(t0);
         active.apply(set("/a", "1", Some("10")), t0).unwrap();
         active.apply(set("/b", "2", None), t0).unwrap();
-        let entries = active.peer_snapshot_chunk(None, 100, usize::MAX, t0 + ms(4000));
+        let mut batch = EncodedBatch::new();
+        let last =
+            active.encode_peer_snapshot_chunk(None, (100, usize::MAX), t0 + ms(4000), &2u64.to_be_bytes(), &mut batch);
+        assert_eq!(last.as_deref(), Some(&b"/b"[..]));
+        let entries: Vec<PeerEntry> = batch
+            .to_messages()
+            .iter()
+            .map(|msg| {
+                let kv = KvMsg::parse(msg.frames()).unwrap();
+                let ttl = kv.properties.get("ttl").map(|t| parse_ttl(t).unwrap().unwrap());
+                PeerEntry { key: kv.key, value: kv.body, ttl }
+            })
+            .collect();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].ttl, Some(ms(6000)));
         assert_eq!(entries[1].ttl, None);
@@ -466,16 +489,31 @@ mod tests {
             s.apply(set(k, "v", None), t0).unwrap();
         }
         let sub: Subtree = "/a/".parse().unwrap();
-        let c1 = s.snapshot_chunk(&sub, None, 2, usize::MAX, 4);
-        assert_eq!(c1.iter().map(|k| k.key.clone()).collect::<Vec<_>>(), ["/a/1", "/a/2"]);
-        assert!(c1.iter().all(|k| k.sequence == 4));
-        let c2 = s.snapshot_chunk(&sub, Some(&c1[1].key), 2, usize::MAX, 4);
-        assert_eq!(c2.iter().map(|k| k.key.clone()).collect::<Vec<_>>(), ["/a/3"]);
-        assert_eq!(s.snapshot_chunk(&Subtree::all(), None, 100, usize::MAX, 4).len(), 4);
+        // Each chunk: its KVSYNCs' keys, and the last key it returned.
+        let chunk = |subtree: &Subtree, after: Option<&[u8]>, bounds| {
+            let mut batch = EncodedBatch::new();
+            let last = s.encode_snapshot_chunk(subtree, after, bounds, &4u64.to_be_bytes(), &mut batch);
+            let keys: Vec<Bytes> = batch
+                .to_messages()
+                .iter()
+                .map(|msg| match SnapshotReply::parse(msg.frames()).unwrap() {
+                    SnapshotReply::KvSync(kv) => {
+                        assert_eq!((kv.sequence, &kv.value[..]), (4, &b"v"[..]));
+                        kv.key
+                    }
+                    other => panic!("not a KVSYNC: {other:?}"),
+                })
+                .collect();
+            assert_eq!(last.as_ref(), keys.last());
+            keys
+        };
+        assert_eq!(chunk(&sub, None, (2, usize::MAX)), ["/a/1", "/a/2"]);
+        assert_eq!(chunk(&sub, Some(b"/a/2"), (2, usize::MAX)), ["/a/3"]);
+        assert!(chunk(&sub, Some(b"/a/3"), (2, usize::MAX)).is_empty());
+        assert_eq!(chunk(&Subtree::all(), None, (100, usize::MAX)).len(), 4);
         // The byte bound: the first entry always, then only while under the bound.
-        assert_eq!(s.snapshot_chunk(&Subtree::all(), None, 100, 1, 4).len(), 1);
-        let first = s.snapshot_chunk(&Subtree::all(), None, 1, usize::MAX, 4);
-        let one = first[0].key.len() + first[0].value.len();
-        assert_eq!(s.snapshot_chunk(&Subtree::all(), None, 100, one + 1, 4).len(), 2);
+        assert_eq!(chunk(&Subtree::all(), None, (100, 1)).len(), 1);
+        let one = "/a/1".len() + "v".len();
+        assert_eq!(chunk(&Subtree::all(), None, (100, one + 1)).len(), 2);
     }
 }
