@@ -211,7 +211,7 @@ impl Stream {
         let sequence = self.shared.lock().sequence();
         let seq_frame = sequence_frame(sequence);
         let sent = self
-            .stream_chunks(|after, batch| {
+            .stream_chunks(&|after, batch| {
                 self.shared.lock().encode_snapshot_chunk(subtree, after, (CHUNK, CHUNK_BYTES), &seq_frame, batch)
             })
             .await?;
@@ -227,7 +227,7 @@ impl Stream {
         let sequence = self.shared.lock().sequence();
         let seq_frame = sequence_frame(sequence);
         let sent = self
-            .stream_chunks(|after, batch| {
+            .stream_chunks(&|after, batch| {
                 let now = std::time::Instant::now();
                 self.shared.lock().encode_peer_snapshot_chunk(after, (CHUNK, CHUNK_BYTES), now, &seq_frame, batch)
             })
@@ -242,10 +242,11 @@ impl Stream {
     }
 
     /// Sends the chunks `encode` makes (each read under one lock of the state, after the last
-    /// key of the one before) until it has none left; how many KVSYNCs.
+    /// key of the one before) until it has none left; how many KVSYNCs. (`dyn`: one copy of this
+    /// loop serves both kinds of snapshot, which the size-limited build counts.)
     async fn stream_chunks(
         &self,
-        encode: impl Fn(Option<&[u8]>, &mut EncodedBatch) -> Option<Bytes>,
+        encode: &(dyn Fn(Option<&[u8]>, &mut EncodedBatch) -> Option<Bytes> + Sync),
     ) -> Result<usize, Abandoned> {
         let mut after: Option<Bytes> = None;
         let mut sent = 0;
