@@ -140,7 +140,13 @@ impl FrameCodec {
             return Ok(None);
         }
         src.advance(header_len);
-        let body = src.split_to(len).freeze();
+        // An empty frame (a delimiter, an empty UUID or property frame) shares nothing: slicing
+        // it from the buffer would cost an atomic reference count, taken and dropped by
+        // different threads, for no bytes.
+        let body = match len {
+            0 => Bytes::new(),
+            _ => src.split_to(len).freeze(),
+        };
         Ok(Some(Frame { flags, body }))
     }
 
