@@ -69,6 +69,10 @@ enum Request {
     Peer,
 }
 
+/// Encodes the chunk after a key (`None`: from the start) into a batch; the last key encoded
+/// (`None`: nothing was left).
+type EncodeChunk<'a> = dyn Fn(Option<&[u8]>, &mut EncodedBatch) -> Option<Bytes> + Sync + 'a;
+
 /// KVSYNCs read from the state per lock.
 const CHUNK: usize = 512;
 /// Bytes of keys and values copied out of the state per lock (at least one entry): with the
@@ -244,10 +248,7 @@ impl Stream {
     /// Sends the chunks `encode` makes (each read under one lock of the state, after the last
     /// key of the one before) until it has none left; how many KVSYNCs. (`dyn`: one copy of this
     /// loop serves both kinds of snapshot, which the size-limited build counts.)
-    async fn stream_chunks(
-        &self,
-        encode: &(dyn Fn(Option<&[u8]>, &mut EncodedBatch) -> Option<Bytes> + Sync),
-    ) -> Result<usize, Abandoned> {
+    async fn stream_chunks(&self, encode: &EncodeChunk<'_>) -> Result<usize, Abandoned> {
         let mut after: Option<Bytes> = None;
         let mut sent = 0;
         let mut batch = EncodedBatch::new();
