@@ -352,7 +352,7 @@ async fn a_dropped_send_encoded_leaves_its_batch_whole_and_mandatory_routes_are_
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn only_a_router_sends_encoded_batches() {
+async fn only_a_router_without_conflate_sends_encoded_batches_while_open() {
     let mut batch = zmtp::EncodedBatch::new();
     batch.push(&[b"x"]).unwrap();
     for socket_type in [SocketType::Dealer, SocketType::Push, SocketType::Pub, SocketType::Rep] {
@@ -360,5 +360,31 @@ async fn only_a_router_sends_encoded_batches() {
         let refused = socket.send_encoded(b"anyone", &mut batch).await;
         assert!(matches!(refused, Err(Error::NotSupported(t)) if t == socket_type), "{socket_type:?}");
         assert_eq!(batch.len(), 1);
+    }
+    // A batch is many messages: a ROUTER that keeps one (CONFLATE) refuses it.
+    let conflating = Socket::new(SocketType::Router);
+    conflating.set_conflate(true);
+    assert!(matches!(conflating.send_encoded(b"anyone", &mut batch).await, Err(Error::InvalidArgument(_))));
+    // A closed ROUTER refuses any batch, an empty one too, as `send` does.
+    let closed = Socket::new(SocketType::Router);
+    closed.clone().close().await;
+    assert!(matches!(closed.send_encoded(b"anyone", &mut batch).await, Err(Error::Closed)));
+    assert!(matches!(closed.send_encoded(b"anyone", &mut zmtp::EncodedBatch::new()).await, Err(Error::Closed)));
+    assert_eq!(batch.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_encoded_batch_passes_a_small_inproc_queue_in_order() {
+    // Over inproc the batch is taken apart and handed over a few hundred messages at a time, so
+    // the reader's queue of 10 paces it instead of taking 3,000 messages at once.
+    let (router, dealer) = router_and_reader("inproc://encoded-small-queue", false, 10, 10).await;
+    let mut batch = zmtp::EncodedBatch::new();
+    for i in 0..3000u32 {
+        batch.push(&[b"n", &i.to_be_bytes()]).unwrap();
+    }
+    router.send_encoded(b"reader", &mut batch).await.unwrap();
+    for i in 0..3000u32 {
+        let got = timeout(STEP, dealer.recv()).await.expect("in time").unwrap();
+        assert_eq!(&got[1][..], &i.to_be_bytes()[..]);
     }
 }

@@ -49,6 +49,8 @@ use crate::wire::frame::{FLAG_LONG, FLAG_MORE, encode_header};
 pub struct EncodedBatch {
     buf: BytesMut,
     messages: usize,
+    /// The capacity of the buffer the last send took: the next one starts that large.
+    reserve: usize,
 }
 
 impl EncodedBatch {
@@ -60,7 +62,7 @@ impl EncodedBatch {
     /// An empty batch with room for `bytes` of encoded messages (each frame takes its length plus
     /// a 2-byte header, 9 bytes above 255 bytes).
     pub fn with_capacity(bytes: usize) -> Self {
-        EncodedBatch { buf: BytesMut::with_capacity(bytes), messages: 0 }
+        EncodedBatch { buf: BytesMut::with_capacity(bytes), messages: 0, reserve: 0 }
     }
 
     /// Appends one message of `frames` (at least one: [`Error::EmptyMessage`] otherwise).
@@ -89,6 +91,9 @@ impl EncodedBatch {
     }
 
     fn push_frame(&mut self, flags: u8, frame: &[u8]) {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(std::mem::take(&mut self.reserve));
+        }
         self.buf.reserve(9 + frame.len());
         encode_header(flags, frame.len(), &mut self.buf);
         self.buf.put_slice(frame);
@@ -120,18 +125,20 @@ impl EncodedBatch {
         self.messages = 0;
     }
 
-    /// Takes the encoded bytes and the message count, leaving the batch empty.
+    /// Takes the encoded bytes and the message count, leaving the batch empty. The whole buffer
+    /// goes (not split off, which would leave its spare tail here, sharing the allocation): a
+    /// queued batch then holds no more memory than it counts, and the next batch starts in a
+    /// buffer of its own, as large as this one.
     pub(crate) fn take(&mut self) -> (Bytes, usize) {
         let messages = std::mem::take(&mut self.messages);
-        (self.buf.split().freeze(), messages)
+        self.reserve = self.buf.capacity();
+        (std::mem::take(&mut self.buf).freeze(), messages)
     }
 
-    /// Puts back what [`take`](Self::take) took (nothing was pushed since). With the spare tail
-    /// the split left dropped first, the bytes are their allocation's only handle and become the
-    /// buffer again without a copy.
+    /// Puts back what [`take`](Self::take) took (nothing was pushed since). The bytes are their
+    /// allocation's only handle, so they become the buffer again without a copy.
     pub(crate) fn restore(&mut self, bytes: Bytes, messages: usize) {
         debug_assert!(self.is_empty(), "pushed to between take and restore");
-        drop(std::mem::take(&mut self.buf));
         self.buf = BytesMut::from(bytes);
         self.messages = messages;
     }

@@ -53,7 +53,7 @@ pub(crate) struct Options {
     pub sndhwm: usize,
     /// ZMQ_RCVHWM: messages queued per peer on the way in (0 = unlimited). Default 1000.
     pub rcvhwm: usize,
-    /// Our extension beside ZMQ_SNDHWM: bytes (payload + 64 per frame) queued per peer on the way out, including
+    /// Our extension beside ZMQ_SNDHWM: bytes (payload + 64 per frame; an encoded batch's bytes) queued per peer on the way out, including
     /// what its connection is still writing (0 = unlimited). Default [`DEFAULT_SNDHWM_BYTES`].
     pub sndhwm_bytes: usize,
     /// ZMQ_LINGER: how long `close` waits for queued messages to go out (`None` = forever, libzmq -1).

@@ -12,10 +12,11 @@
 //! **Fairness and abuse.** Requests from one peer are served one at a time (a request that arrives
 //! while one is streaming replaces any earlier waiting one), at most `max_concurrent` stream at
 //! once (the others wait in arrival order, holding nothing), and each streams no faster than its
-//! peer reads: the socket holds at most the per-peer byte budget for it (ROUTER_MANDATORY makes a
-//! full queue block us), at most one chunk is copied out of the map at a time, and a stream keeps
-//! its slot until its peer has taken everything queued for it. So memory is bounded by
-//! `max_concurrent` × (budget + chunk), however many peers ask. A peer that reads
+//! peer reads: the socket queues a chunk only while less than the per-peer byte budget is queued
+//! for it (ROUTER_MANDATORY makes a full queue block us), so at most the budget plus one chunk; one
+//! more chunk is encoded from the map while that one waits; and a stream keeps its slot until its
+//! peer has taken everything queued for it. So memory is bounded by `max_concurrent` × (budget +
+//! two chunks), however many peers ask. A peer that reads
 //! nothing for `stall_timeout` — or for [`CONTENDED_STALL`] while other snapshots wait for a
 //! slot, so that stalled peers cannot hold every slot — or that disconnects (`HostUnreachable`)
 //! has its snapshot abandoned and is dropped, which frees what was queued for it.
@@ -232,8 +233,9 @@ impl Stream {
         let seq_frame = sequence_frame(sequence);
         let sent = self
             .stream_chunks(&|after, batch| {
+                let state = self.shared.lock();
                 let now = std::time::Instant::now();
-                self.shared.lock().encode_peer_snapshot_chunk(after, (CHUNK, CHUNK_BYTES), now, &seq_frame, batch)
+                state.encode_peer_snapshot_chunk(after, (CHUNK, CHUNK_BYTES), now, &seq_frame, batch)
             })
             .await?;
         let end = Bytes::from_static(KTHXBAI.as_bytes());

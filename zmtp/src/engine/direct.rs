@@ -13,6 +13,9 @@ use crate::error::ConnectionError;
 use crate::link::pipe::{OutPipe, Outbound};
 use crate::transport::inproc::Rendezvous;
 
+/// Messages of an encoded batch handed to the other socket at a time.
+const ENCODED_HANDOVER: usize = 256;
+
 /// Swaps inlets with the other end, then forwards until either end stops.
 pub(super) async fn run<H: Host, R: AsyncRead + Unpin>(
     mut rd: R,
@@ -57,11 +60,15 @@ async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), Connection
                         to.subscription_message(subscription, &mut batch).await?;
                     }
                 }
-                // Taken apart into the messages it holds (each frame a slice of it).
+                // Taken apart into the messages it holds (each frame a slice of it), handed over
+                // a few hundred at a time: the other socket's HWM applies within a batch too.
                 Outbound::Encoded(bytes) => {
-                    for msg in crate::encoded::messages(&bytes) {
+                    for (i, msg) in crate::encoded::messages(&bytes).enumerate() {
                         if let Some(subscription) = to.message(msg, &mut batch) {
                             to.subscription_message(subscription, &mut batch).await?;
+                        }
+                        if i % ENCODED_HANDOVER == ENCODED_HANDOVER - 1 {
+                            to.flush(&mut batch).await;
                         }
                     }
                 }

@@ -3,9 +3,9 @@
 //! The socket pushes whole messages; the connection's writer swaps the whole queue out under one lock
 //! and encodes it in one go, so a burst of small messages costs one lock and one syscall, not one each.
 //! HWM counts messages; the byte HWM (`sndhwm_bytes`) counts what they cost in memory ([`cost`]:
-//! payload plus a fixed charge per frame), both those queued and those the writer has taken but not
-//! yet written (a peer that stops reading holds at most the limit plus one message). Commands
-//! (subscriptions, PONGs) ride along uncounted.
+//! payload plus a fixed charge per frame; an encoded batch, its bytes), both those queued and those
+//! the writer has taken but not yet written (a peer that stops reading holds at most the limit plus
+//! one message, or one encoded batch). Commands (subscriptions, PONGs) ride along uncounted.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -300,9 +300,15 @@ impl OutPipe {
         }
     }
 
-    /// Drops queued commands (stale after a reconnect); with `messages_too` (IMMEDIATE) drops everything.
+    /// After a connection ended (the pipe kept for the next one): drops queued commands (stale
+    /// after a reconnect), and with `messages_too` (IMMEDIATE) everything. What the old connection
+    /// had taken and not written went with it, so it no longer counts against the byte HWM
+    /// (otherwise each broken connection would shrink the budget for good, and `flushed` never
+    /// end).
     pub fn purge(&self, messages_too: bool) {
         let mut s = self.lock();
+        let was_full = self.full(&s);
+        s.in_flight = 0;
         if messages_too {
             s.queue.clear();
             s.messages = 0;
@@ -311,6 +317,11 @@ impl OutPipe {
             s.queue.retain(Outbound::is_message);
         }
         s.pong_queued = false;
+        let wake = (was_full && !self.full(&s)) || s.messages == 0;
+        drop(s);
+        if wake {
+            self.space.wake();
+        }
     }
 
     /// Tells the writer to flush what is queued and stop.
@@ -349,6 +360,20 @@ mod tests {
     /// A one-frame message costing `cost` bytes (at least one frame's charge).
     fn msg(cost: usize) -> Message {
         Message::single(vec![0u8; cost.saturating_sub(FRAME_COST)])
+    }
+
+    #[test]
+    fn a_purge_after_a_broken_connection_frees_what_it_had_taken() {
+        let p = pipe(0, 1000);
+        p.try_push(msg(600)).unwrap();
+        p.try_push(msg(600)).unwrap();
+        // The writer took both and the connection broke before writing them.
+        let mut taken = VecDeque::new();
+        p.drain(&mut taken);
+        assert!(!p.has_room() && !p.is_drained());
+        drop(taken);
+        p.purge(false);
+        assert!(p.has_room() && p.is_drained(), "the budget is whole again");
     }
 
     #[test]

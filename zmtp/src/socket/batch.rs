@@ -72,18 +72,21 @@ impl Socket {
     }
 
     /// ROUTER: queues every message of `batch` for the peer whose routing id is `routing_id`, as
-    /// one item its connection writes as it is; on success `batch` is empty (its buffer kept).
+    /// one item its connection writes as it is; on success `batch` is empty, ready for the next
+    /// (which starts in a buffer as large as this one's).
     /// The peer receives the same messages, in the same order, as a [`send`](Self::send) of each
     /// (with `routing_id` as its first frame) would have given it, over tcp, ipc, inproc and
     /// CURVE alike; encoding them ahead of time skips every per-message cost of a send (see
     /// [`EncodedBatch`]).
     ///
-    /// Waits, as `send` does, while the peer's queue is at its HWM; the batch is then queued whole
-    /// (it may take the queue past its HWMs by its own size, as one large message may). As a
-    /// ROUTER's `send` does, a batch for an unknown peer is dropped, and so is one for a full peer
-    /// unless ROUTER_MANDATORY is set; with ROUTER_MANDATORY an unknown peer is
-    /// [`Error::HostUnreachable`](crate::Error::HostUnreachable). Any other socket type:
-    /// [`Error::NotSupported`](crate::Error::NotSupported).
+    /// As a ROUTER's `send` does, a batch for an unknown peer, or for a peer whose queue is at
+    /// its HWM, is dropped (and counts as sent) unless ROUTER_MANDATORY is set; with it, an
+    /// unknown peer is [`Error::HostUnreachable`](crate::Error::HostUnreachable) and a full queue
+    /// is waited for. The batch is queued whole once the queue is below its HWMs (it may take
+    /// the queue past them by its own size, as one large message may; its bytes count against
+    /// `sndhwm_bytes` as they are, with no charge per frame). Any other socket type:
+    /// [`Error::NotSupported`](crate::Error::NotSupported); a ROUTER with CONFLATE set:
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) (a batch is many messages).
     ///
     /// **Cancel safety:** the batch is taken only when it is queued; dropping the future leaves
     /// it whole.

@@ -418,15 +418,19 @@ impl Core {
         if self.socket_type != SocketType::Router {
             return Err(Error::NotSupported(self.socket_type));
         }
-        if batch.is_empty() {
-            return Ok(true);
+        if self.options().conflate {
+            return Err(Error::InvalidArgument("CONFLATE keeps one message: a batch of them cannot be sent"));
         }
         let mandatory = self.send_flags().router_mandatory();
         let state = self.state();
         if state.closed {
             return Err(Error::Closed);
         }
+        if batch.is_empty() {
+            return Ok(true);
+        }
         let Some(peer) = state.pattern.peer_by_routing_id(routing_id).and_then(|id| state.peers.map.get(&id)) else {
+            drop(state);
             return match mandatory {
                 true => Err(Error::HostUnreachable(Bytes::copy_from_slice(routing_id))),
                 false => {
@@ -436,8 +440,11 @@ impl Core {
             };
         };
         let (bytes, messages) = batch.take();
-        match peer.out.try_push_encoded(bytes, messages) {
+        let pushed = peer.out.try_push_encoded(bytes, messages);
+        drop(state);
+        match pushed {
             Ok(()) => Ok(true),
+            // Dropped as `send` drops a message for a full peer (outside the socket's lock).
             Err(_) if !mandatory => Ok(true),
             Err(bytes) => {
                 // Not queued: back into the batch, which the take emptied.

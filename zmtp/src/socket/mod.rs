@@ -520,8 +520,9 @@ impl Socket {
         sndhwm, set_sndhwm, sndhwm: usize);
     option!(
         /// Beside ZMQ_SNDHWM (not a libzmq option): outbound queue limit per peer in bytes — each
-        /// message counts its payload plus 64 bytes per frame (what a queued frame costs in memory)
-        /// — including what the connection is still writing (0 = none). Whichever limit is reached
+        /// message counts its payload plus 64 bytes per frame (what a queued frame costs in memory),
+        /// an [`EncodedBatch`](crate::EncodedBatch) its encoded bytes — including what the
+        /// connection is still writing (0 = none). Whichever limit is reached
         /// first applies, with the socket type's HWM behaviour (PUB drops, DEALER/PUSH wait, …);
         /// a single message larger than the limit still goes when nothing else is queued. Default
         /// 128 MiB ([`DEFAULT_SNDHWM_BYTES`](crate::DEFAULT_SNDHWM_BYTES)): a peer that stops
