@@ -81,12 +81,12 @@ impl Socket {
     ///
     /// As a ROUTER's `send` does, a batch for an unknown peer, or for a peer whose queue is at
     /// its HWM, is dropped (and counts as sent) unless ROUTER_MANDATORY is set; with it, an
-    /// unknown peer is [`Error::HostUnreachable`](crate::Error::HostUnreachable) and a full queue
+    /// unknown peer is [`Error::HostUnreachable`] and a full queue
     /// is waited for. The batch is queued whole once the queue is below its HWMs (it may take
     /// the queue past them by its own size, as one large message may; its bytes count against
     /// `sndhwm_bytes` as they are, with no charge per frame). Any other socket type:
-    /// [`Error::NotSupported`](crate::Error::NotSupported); a ROUTER with CONFLATE set:
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) (a batch is many messages).
+    /// [`Error::NotSupported`]; a ROUTER with CONFLATE set:
+    /// [`Error::InvalidArgument`] (a batch is many messages).
     ///
     /// **Cancel safety:** the batch is taken only when it is queued; dropping the future leaves
     /// it whole.
