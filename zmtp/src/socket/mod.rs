@@ -436,6 +436,34 @@ impl Socket {
         self.inner.core.try_recv()?.ok_or(Error::WouldBlock)
     }
 
+    /// Appends to `out`, without waiting, up to `max` of the messages queued now, in the order
+    /// [`recv`](Self::recv) would return them, under one lock of the socket's inbox; how many
+    /// (`Ok(0)` when none is queued). The non-waiting [`recv_many`](Self::recv_many): drain what
+    /// a first `recv` left behind in one call instead of a `try_recv` each.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> zmtp::Result<()> {
+    /// use zmtp::{Socket, SocketType};
+    /// let pull = Socket::new(SocketType::Pull);
+    /// let endpoint = pull.bind("inproc://try-recv-many").await?;
+    /// let push = Socket::new(SocketType::Push);
+    /// push.connect(&endpoint).await?;
+    /// let mut batch = vec!["a".into(), "b".into(), "c".into()];
+    /// push.send_many(&mut batch).await?;
+    /// let mut got = vec![pull.recv().await?];
+    /// while got.len() < 3 {
+    ///     pull.try_recv_many(&mut got, 16)?; // whatever has arrived so far
+    ///     tokio::task::yield_now().await;
+    /// }
+    /// assert_eq!(got[2][0], "c");
+    /// assert_eq!(pull.try_recv_many(&mut got, 16)?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn try_recv_many(&self, out: &mut Vec<Message>, max: usize) -> Result<usize> {
+        self.inner.core.try_recv_many(out, max)
+    }
+
     /// SUB/XSUB: subscribe to messages whose first frame starts with `prefix` (`""` = everything).
     /// Subscriptions are refcounted as in libzmq.
     pub fn subscribe(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
