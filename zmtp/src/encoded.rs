@@ -127,8 +127,9 @@ impl EncodedBatch {
 
     /// Takes the encoded bytes and the message count, leaving the batch empty. The whole buffer
     /// goes (not split off, which would leave its spare tail here, sharing the allocation): a
-    /// queued batch then holds no more memory than it counts, and the next batch starts in a
-    /// buffer of its own, as large as this one.
+    /// queued batch holds its own allocation only, and the next batch starts in a buffer of its
+    /// own, reserved as large as this one (so a stream of similar batches does not grow each by
+    /// doubling).
     pub(crate) fn take(&mut self) -> (Bytes, usize) {
         let messages = std::mem::take(&mut self.messages);
         self.reserve = self.buf.capacity();
