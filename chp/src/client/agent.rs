@@ -423,10 +423,9 @@ impl Agent {
         server: &ServerAddress,
     ) -> Result<bool, End> {
         let mut ask_again = false;
-        // Those queued behind it, taken in one lock of the socket's inbox.
-        let mut batch = vec![msg];
-        let _ = sub.try_recv_many(&mut batch, BATCH - 1);
-        for msg in batch {
+        let mut next = Some(msg);
+        let mut handled = 0;
+        while let Some(msg) = next.take() {
             let update = match Update::parse(msg.frames()) {
                 Ok(u) => Some(u),
                 Err(e) => {
@@ -446,6 +445,10 @@ impl Agent {
                 }
                 Heard::AskAgain => ask_again = true,
             }
+            handled += 1;
+            if handled < BATCH {
+                next = sub.try_recv().ok();
+            }
         }
         Ok(ask_again)
     }
@@ -460,17 +463,12 @@ impl Agent {
         state: &mut SyncState,
         server: &ServerAddress,
     ) -> Result<bool, End> {
-        // Those queued behind it, taken in one lock of the socket's inbox. Any taken after the one
-        // that ends the sync (a KTHXBAI, or a snapshot that must be asked for again) are dropped:
-        // the snapshot socket is closed then, or replaced for the next request, whose replies
-        // must not be mixed with these.
-        let mut batch = vec![msg];
-        let _ = dealer.try_recv_many(&mut batch, BATCH - 1);
-        let mut ask_again = false;
-        for msg in batch {
+        let mut ask_again = self.on_snapshot(msg, state, server)?;
+        for _ in 1..BATCH {
             if ask_again || !state.is_syncing() {
                 break;
             }
+            let Ok(msg) = dealer.try_recv() else { break };
             ask_again = self.on_snapshot(msg, state, server)?;
         }
         Ok(ask_again)
