@@ -220,8 +220,7 @@ impl Stream {
                 self.shared.lock().encode_snapshot_chunk(subtree, after, (CHUNK, CHUNK_BYTES), &seq_frame, batch)
             })
             .await?;
-        let end = Bytes::from_static(KTHXBAI.as_bytes());
-        self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), Bytes::new(), subtree.to_bytes()]).await?;
+        self.send_end(&seq_frame, b"", &subtree.to_bytes()).await?;
         Ok(sent)
     }
 
@@ -238,12 +237,11 @@ impl Stream {
                 state.encode_peer_snapshot_chunk(after, (CHUNK, CHUNK_BYTES), now, &seq_frame, batch)
             })
             .await?;
-        let end = Bytes::from_static(KTHXBAI.as_bytes());
         let properties = match self.epoch.load(Ordering::Relaxed) {
-            0 => Bytes::new(),
-            epoch => Bytes::from(format!("epoch={epoch}\n")),
+            0 => String::new(),
+            epoch => format!("epoch={epoch}\n"),
         };
-        self.send(vec![self.identity.clone(), end, seq_frame, Bytes::new(), properties, Bytes::new()]).await?;
+        self.send_end(&seq_frame, properties.as_bytes(), b"").await?;
         Ok(sent)
     }
 
@@ -303,31 +301,10 @@ impl Stream {
         }
     }
 
-    async fn send(&self, frames: Vec<Bytes>) -> Result<(), Abandoned> {
-        // Most sends find room in the peer's queue: no timer and no clock read for those (a
-        // million-key snapshot spent more on them than on the sends).
-        let msg = match self.router.try_send_or_keep(Message::from(frames)) {
-            Ok(None) => return Ok(()),
-            Ok(Some(msg)) => msg,
-            Err(e) => return Err(Abandoned::from(e)),
-        };
-        let started = tokio::time::Instant::now();
-        loop {
-            // `send` is cancel-safe: a timed-out attempt queued nothing, so the same message is
-            // offered again.
-            match tokio::time::timeout(CONTENDED_STALL, self.router.send(msg.clone())).await {
-                Ok(Ok(())) => return Ok(()),
-                Ok(Err(e)) => return Err(Abandoned::from(e)),
-                Err(_) => {
-                    let stalled = started.elapsed();
-                    if self.waiting.load(Ordering::Relaxed) > 0 {
-                        return Err(Abandoned::Contended(stalled));
-                    }
-                    if stalled >= self.stall_timeout {
-                        return Err(Abandoned::Stalled(stalled));
-                    }
-                }
-            }
-        }
+    /// The snapshot's end: KTHXBAI with the snapshot's sequence, `properties` and `body`.
+    async fn send_end(&self, seq_frame: &[u8], properties: &[u8], body: &[u8]) -> Result<(), Abandoned> {
+        let mut end = EncodedBatch::new();
+        end.push(&[KTHXBAI.as_bytes(), seq_frame, b"", properties, body]).expect("KTHXBAI has five frames");
+        self.send_encoded(&mut end).await
     }
 }
