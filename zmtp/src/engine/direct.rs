@@ -77,8 +77,8 @@ async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), Connection
                 Outbound::Join(group, join) => to.group(&group, join, &mut batch).await?,
                 #[cfg(not(feature = "draft"))]
                 Outbound::Join(..) => {}
-                // No heartbeats on inproc, so no PINGs to answer.
-                Outbound::Pong(_) => {}
+                // No heartbeats on inproc, so no PINGs to answer; and no stream to write to directly.
+                Outbound::Pong(_) | Outbound::Tail(_) => {}
             }
         }
         to.flush(&mut batch).await;

@@ -202,6 +202,10 @@ fn drive<'a, H: Host>(
                     let liveness = Liveness::default();
                     // Boxed: CURVE's state (48 bytes each way) would otherwise sit in every connection's task.
                     let (encoder, decoder) = cipher.map(|c| c.split()).map(|(e, d)| (Box::new(e), Box::new(d))).unzip();
+                    // Senders write small messages straight to the stream while the writer is idle
+                    // (not under CURVE: the writer's encoder numbers every box). Taken back when the
+                    // connection ends, before the stream is dropped.
+                    let _direct = encoder.is_none().then(|| writer::DirectWrites::allow(&out, wr.direct()));
                     let link = reader::Link { inlet, out: &out, liveness: &liveness };
                     tokio::select! {
                         r = reader::read_loop(&mut rd, read_buf, link, reader::Decoding::new(&opts, decoder)) => r,

@@ -3,6 +3,7 @@
 //! "room", and the count of running connection tasks. The engine (a connection) and the socket (routing) both build on this; neither needs
 //! the other's internals for it.
 
+pub(crate) mod direct;
 pub(crate) mod live;
 pub(crate) mod peer_id;
 pub(crate) mod pipe;

@@ -9,10 +9,12 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::Notify;
 
+use super::direct::{self, DirectWrite};
 use crate::message::Message;
 
 /// Something for the connection to write.
@@ -32,6 +34,9 @@ pub(crate) enum Outbound {
     /// Whole messages already in wire framing ([`EncodedBatch`](crate::EncodedBatch)): written as
     /// they are.
     Encoded(Bytes),
+    /// The rest of a message the sender wrote [directly](super::direct) in part: written first,
+    /// as it is. Not a message (it was counted as sent) and stale after a reconnect.
+    Tail(Bytes),
 }
 
 impl Outbound {
@@ -56,6 +61,8 @@ impl Outbound {
             Outbound::Shared(msg) => cost(msg),
             // One buffer: its bytes are what it holds.
             Outbound::Encoded(bytes) => bytes.len(),
+            // Counted in bytes so that `flushed` waits for it (at most one per pipe, and small).
+            Outbound::Tail(bytes) => bytes.len(),
             _ => 0,
         }
     }
@@ -69,13 +76,30 @@ struct State {
     bytes: usize,
     /// Payload bytes the writer has drained and not yet reported written.
     in_flight: usize,
-    /// The writer is parked waiting for work.
-    writer_waiting: bool,
+    /// The writer's waker while it waits for work. Kept here, under the lock every push takes
+    /// anyway, rather than in a `Notify` with a lock of its own: the connection's task polls its
+    /// writer's wait each time its reader is woken.
+    writer: Option<Waker>,
     /// The socket is closing: flush what is queued, then stop.
     closing: bool,
     /// A PONG waits in `queue`: a peer that PINGs faster than it reads gets one PONG per round of
     /// the writer, not one per PING (libzmq too keeps a single pending PONG).
     pong_queued: bool,
+    /// The connection's stream, while a connection that allows [direct](super::direct) writes is up.
+    direct: Option<Arc<dyn DirectWrite>>,
+    /// The writer has written everything it took and waits: the stream is free for a direct write
+    /// (under this lock; the writer takes the lock to drain before it writes anything again).
+    parked: bool,
+    /// A direct write is allowed at once. Spent by one; given back when the writer parks after a
+    /// drain of at most one item, and in the meantime a send more than [`REARM_AFTER`] after the
+    /// last direct write may write directly too. So a sender that waits between messages
+    /// (request-reply, a trickle) writes each one directly, and a sender in a loop has its
+    /// messages queued and batched by the writer as before (its drains take many at once).
+    armed: bool,
+    /// When the last direct write went out.
+    last_direct: Option<Instant>,
+    /// How many items the writer's last drain took.
+    last_drained: usize,
 }
 
 /// A bounded outbound queue.
@@ -85,7 +109,6 @@ pub(crate) struct OutPipe {
     hwm: usize,
     /// Byte HWM (0 = unlimited).
     hwm_bytes: usize,
-    writer_wake: Notify,
     /// CONFLATE: a new message replaces the queued one.
     conflate: bool,
     /// The socket's "some pipe has room again" signal.
@@ -94,7 +117,7 @@ pub(crate) struct OutPipe {
 
 impl OutPipe {
     pub fn new(hwm: usize, hwm_bytes: usize, conflate: bool, space: Arc<super::waiters::Waiters>) -> Self {
-        OutPipe { state: Mutex::default(), hwm, hwm_bytes, writer_wake: Notify::new(), conflate, space }
+        OutPipe { state: Mutex::default(), hwm, hwm_bytes, conflate, space }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -159,11 +182,58 @@ impl OutPipe {
         if self.full(&s) {
             return Err(item);
         }
+        if let Outbound::Message(msg) = &item
+            && let Some(to) = Self::direct_stream(&s, msg)
+        {
+            let written = direct::write(&*to, msg);
+            if written != direct::Written::Nothing {
+                s.armed = false;
+                s.last_direct = Some(Instant::now());
+            }
+            match written {
+                direct::Written::Whole => {
+                    drop(s);
+                    drop(item); // outside the lock
+                    return Ok(());
+                }
+                direct::Written::Part(n) => {
+                    let tail = direct::tail(msg, n);
+                    s.bytes += tail.len();
+                    s.queue.push_back(Outbound::Tail(tail));
+                    self.wake_writer(s);
+                    drop(item);
+                    return Ok(());
+                }
+                direct::Written::Nothing => {}
+            }
+        }
         s.messages += messages;
         s.bytes += cost;
         s.queue.push_back(item);
         self.wake_writer(s);
         Ok(())
+    }
+
+    /// The stream to write `msg` to directly, if allowed now: a direct stream, the writer parked
+    /// with nothing queued after a drain of at most one item, direct writes armed (or the last
+    /// one long enough ago), and a small message.
+    fn direct_stream(s: &State, msg: &Message) -> Option<Arc<dyn DirectWrite>> {
+        if !(s.parked && s.queue.is_empty() && s.last_drained <= 1) || s.direct.is_none() || !direct::fits(msg) {
+            return None;
+        }
+        if !s.armed && s.last_direct.is_some_and(|at| at.elapsed() < REARM_AFTER) {
+            return None;
+        }
+        s.direct.clone()
+    }
+
+    /// Lets senders write small messages straight to this connection's stream while its writer
+    /// is idle (`None`: the connection ended, or allows none).
+    pub fn set_direct(&self, stream: Option<Arc<dyn DirectWrite>>) {
+        let mut s = self.lock();
+        s.direct = stream;
+        s.parked = false;
+        s.armed = true;
     }
 
     /// Queues messages from the front of `batch` until the HWM, under one lock; how many (each
@@ -223,10 +293,9 @@ impl OutPipe {
     }
 
     fn wake_writer(&self, mut s: std::sync::MutexGuard<'_, State>) {
-        if s.writer_waiting {
-            s.writer_waiting = false;
+        if let Some(writer) = s.writer.take() {
             drop(s);
-            self.writer_wake.notify_one();
+            writer.wake();
         }
     }
 
@@ -248,6 +317,8 @@ impl OutPipe {
         let mut s = self.lock();
         let was_full = self.full(&s);
         std::mem::swap(&mut s.queue, out);
+        s.parked = false;
+        s.last_drained = out.len();
         s.pong_queued = false;
         s.messages = 0;
         s.in_flight += std::mem::take(&mut s.bytes);
@@ -270,7 +341,7 @@ impl OutPipe {
         let was_full = self.full(&s);
         s.in_flight = s.in_flight.saturating_sub(bytes);
         let has_room = !self.full(&s);
-        let drained = s.in_flight == 0 && s.messages == 0;
+        let drained = s.in_flight == 0 && s.messages == 0 && s.bytes == 0;
         drop(s);
         // Drained wakes too: `Socket::flushed` waits for it.
         if (was_full && has_room) || drained {
@@ -282,22 +353,30 @@ impl OutPipe {
     /// none taken by the writer and not yet written).
     pub fn is_drained(&self) -> bool {
         let s = self.lock();
-        s.messages == 0 && s.in_flight == 0
+        s.messages == 0 && s.bytes == 0 && s.in_flight == 0
     }
 
     /// Waits until there is something to drain (or the socket is closing).
-    pub async fn wait_for_work(&self) {
-        loop {
-            let notified = self.writer_wake.notified();
-            {
-                let mut s = self.lock();
-                if !s.queue.is_empty() || s.closing {
-                    return;
-                }
-                s.writer_waiting = true;
+    pub fn wait_for_work(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut s = self.lock();
+            if !s.queue.is_empty() || s.closing {
+                s.writer = None;
+                return Poll::Ready(());
             }
-            notified.await;
-        }
+            if !s.writer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                s.writer = Some(cx.waker().clone());
+            }
+            if !s.parked {
+                // Everything taken has been written: a sender may write directly until the next
+                // drain.
+                s.parked = true;
+                if s.last_drained <= 1 {
+                    s.armed = true;
+                }
+            }
+            Poll::Pending
+        })
     }
 
     /// After a connection ended (the pipe kept for the next one): drops queued commands (stale
@@ -314,6 +393,9 @@ impl OutPipe {
             s.messages = 0;
             s.bytes = 0;
         } else {
+            // A direct write's tail (counted in bytes) goes with the connection it belonged to.
+            let stale: usize = s.queue.iter().filter(|item| !item.is_message()).map(Outbound::cost).sum();
+            s.bytes -= stale;
             s.queue.retain(Outbound::is_message);
         }
         s.pong_queued = false;
@@ -328,11 +410,14 @@ impl OutPipe {
     pub fn close(&self) {
         let mut s = self.lock();
         s.closing = true;
-        s.writer_waiting = false;
-        drop(s);
-        self.writer_wake.notify_one();
+        self.wake_writer(s);
     }
 }
+
+/// After a direct write, how long until a send may write directly again without the writer having
+/// parked in between: a sender that waits this long between messages gains nothing from batching,
+/// one in a loop (its next message comes sooner) has it queued for the writer.
+const REARM_AFTER: Duration = Duration::from_micros(10);
 
 /// What a queued frame costs beyond its payload: its `Bytes` handle in the message and, usually,
 /// the header of a buffer of its own. Counting payload alone let many small messages (a snapshot
@@ -352,6 +437,7 @@ pub(crate) fn message_bytes<'a>(items: impl IntoIterator<Item = &'a Outbound>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     fn pipe(hwm: usize, hwm_bytes: usize) -> OutPipe {
         OutPipe::new(hwm, hwm_bytes, false, Arc::new(crate::link::waiters::Waiters::default()))
@@ -392,6 +478,85 @@ mod tests {
         std::mem::swap(&mut p.lock().queue, &mut small);
         p.release_idle_queue(256);
         assert!(p.lock().queue.capacity() >= 16, "small: kept");
+    }
+
+    /// A stream with room for `room` more bytes.
+    #[derive(Debug)]
+    struct Room(Mutex<usize>);
+
+    impl DirectWrite for Room {
+        fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+            let mut room = self.0.lock().unwrap();
+            let n = bufs.iter().map(|b| b.len()).sum::<usize>().min(*room);
+            *room -= n;
+            if n == 0 { Err(std::io::ErrorKind::WouldBlock.into()) } else { Ok(n) }
+        }
+        fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
+            self.try_write_vectored(&[std::io::IoSlice::new(buf)])
+        }
+    }
+
+    /// The writer waits (as its task does between batches).
+    fn park(p: &OutPipe) {
+        use futures::FutureExt;
+        assert!(p.wait_for_work().now_or_never().is_none(), "nothing to do");
+    }
+
+    #[test]
+    fn a_parked_writer_lets_one_message_through_directly_and_a_loop_is_queued() {
+        let p = pipe(0, 0);
+        let stream = Arc::new(Room(Mutex::new(1_000)));
+        p.set_direct(Some(stream.clone()));
+        p.try_push(msg(100)).unwrap();
+        assert_eq!(p.lock().messages, 1, "not parked yet: queued");
+        p.drain(&mut VecDeque::new());
+        park(&p);
+        p.try_push(msg(100)).unwrap();
+        assert!(p.lock().queue.is_empty() && *stream.0.lock().unwrap() < 1_000, "written directly");
+        // Spent: a send right after it waits for the writer (the clock is held still here: the
+        // last direct write is "now" for as long as the test runs), which drains it with a third.
+        p.lock().last_direct = Some(Instant::now() + Duration::from_secs(3600));
+        p.try_push(msg(100)).unwrap();
+        p.try_push(msg(100)).unwrap();
+        assert_eq!(p.lock().messages, 2);
+        let mut taken = VecDeque::new();
+        p.drain(&mut taken);
+        park(&p);
+        p.try_push(msg(100)).unwrap();
+        assert_eq!(p.lock().messages, 1, "the writer took two at once: still a loop, still queued");
+        p.drain(&mut VecDeque::new());
+        park(&p);
+        p.try_push(msg(100)).unwrap();
+        assert_eq!(p.lock().messages, 0, "it took one: armed again, written directly");
+        // Spent again; a send long after it writes directly without waiting for the writer.
+        p.lock().last_direct = Instant::now().checked_sub(REARM_AFTER * 2);
+        p.try_push(msg(100)).unwrap();
+        assert_eq!(p.lock().messages, 0, "long enough after the last one: written directly");
+        p.set_direct(None);
+        park(&p);
+        p.try_push(msg(100)).unwrap();
+        assert_eq!(p.lock().messages, 1, "no stream: queued");
+    }
+
+    #[test]
+    fn the_rest_of_a_partial_direct_write_goes_first_counts_until_written_and_not_past_a_reconnect() {
+        let p = pipe(0, 0);
+        p.set_direct(Some(Arc::new(Room(Mutex::new(10)))));
+        park(&p);
+        p.try_push(msg(200)).unwrap();
+        p.try_push(msg(100)).unwrap();
+        {
+            let s = p.lock();
+            assert!(matches!(s.queue.front(), Some(Outbound::Tail(t)) if t.len() == 200 - FRAME_COST + 2 - 10));
+            assert_eq!(s.messages, 1, "the tail is no message");
+        }
+        assert!(!p.is_drained(), "flushed waits for the tail");
+        p.purge(false);
+        assert_eq!(p.lock().queue.len(), 1, "the tail went with its connection; the message stays");
+        let mut taken = VecDeque::new();
+        p.drain(&mut taken);
+        p.written(message_bytes(&taken));
+        assert!(p.is_drained());
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod endpoint;
 pub(crate) mod inproc;
 #[cfg(unix)]
 mod ipc;
+mod shared;
 mod tcp;
 #[cfg(feature = "draft")]
 pub(crate) mod udp;
@@ -19,9 +20,12 @@ pub(crate) use tcp::set_keepalive;
 
 pub use endpoint::Endpoint;
 
+use std::sync::Arc;
+
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::error::Result;
+use crate::link::direct::DirectWrite;
 
 /// A connected byte stream that can be split into independently driven halves.
 pub(crate) trait Conn: Send + 'static {
@@ -41,20 +45,33 @@ pub(crate) enum AnyStream {
     Inproc(tokio::io::DuplexStream),
 }
 
-/// The read half of an [`AnyStream`].
+/// The read half of an [`AnyStream`]. A socket stream's halves share it (an `Arc`, as tokio's
+/// own owned halves do): a sender's task may write to it too ([`AnyWrite::direct`]).
 pub(crate) enum AnyRead {
-    Tcp(tokio::net::tcp::OwnedReadHalf),
+    Tcp(Arc<tokio::net::TcpStream>),
     #[cfg(unix)]
-    Ipc(tokio::net::unix::OwnedReadHalf),
+    Ipc(Arc<tokio::net::UnixStream>),
     Inproc(tokio::io::ReadHalf<tokio::io::DuplexStream>),
 }
 
 /// The write half of an [`AnyStream`].
 pub(crate) enum AnyWrite {
-    Tcp(tokio::net::tcp::OwnedWriteHalf),
+    Tcp(Arc<tokio::net::TcpStream>),
     #[cfg(unix)]
-    Ipc(tokio::net::unix::OwnedWriteHalf),
+    Ipc(Arc<tokio::net::UnixStream>),
     Inproc(tokio::io::WriteHalf<tokio::io::DuplexStream>),
+}
+
+impl AnyWrite {
+    /// The stream, for [direct writes](crate::link::direct) from a sender's task: tcp and ipc.
+    pub fn direct(&self) -> Option<Arc<dyn DirectWrite>> {
+        match self {
+            AnyWrite::Tcp(s) => Some(s.clone()),
+            #[cfg(unix)]
+            AnyWrite::Ipc(s) => Some(s.clone()),
+            AnyWrite::Inproc(_) => None,
+        }
+    }
 }
 
 impl Conn for AnyStream {
@@ -63,13 +80,13 @@ impl Conn for AnyStream {
     fn into_halves(self) -> (AnyRead, AnyWrite) {
         match self {
             AnyStream::Tcp(s) => {
-                let (r, w) = s.into_split();
-                (AnyRead::Tcp(r), AnyWrite::Tcp(w))
+                let s = Arc::new(s);
+                (AnyRead::Tcp(s.clone()), AnyWrite::Tcp(s))
             }
             #[cfg(unix)]
             AnyStream::Ipc(s) => {
-                let (r, w) = s.into_split();
-                (AnyRead::Ipc(r), AnyWrite::Ipc(w))
+                let s = Arc::new(s);
+                (AnyRead::Ipc(s.clone()), AnyWrite::Ipc(s))
             }
             AnyStream::Inproc(s) => {
                 let (r, w) = tokio::io::split(s);
@@ -77,18 +94,6 @@ impl Conn for AnyStream {
             }
         }
     }
-}
-
-/// Forwards a call to whichever half is inside.
-macro_rules! each_half {
-    ($self:ident, $half:ident => $call:expr) => {
-        match $self.get_mut() {
-            Self::Tcp($half) => $call,
-            #[cfg(unix)]
-            Self::Ipc($half) => $call,
-            Self::Inproc($half) => $call,
-        }
-    };
 }
 
 /// Waiting for bytes without a buffer to put them in, so that an idle connection holds none.
@@ -112,9 +117,9 @@ impl ReadReady for AnyRead {
     /// waits on this half.
     fn read_ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
         std::future::poll_fn(move |cx| match self {
-            Self::Tcp(half) => half.as_ref().poll_read_ready(cx),
+            Self::Tcp(stream) => stream.poll_read_ready(cx),
             #[cfg(unix)]
-            Self::Ipc(half) => half.as_ref().poll_read_ready(cx),
+            Self::Ipc(stream) => stream.poll_read_ready(cx),
             Self::Inproc(_) => std::task::Poll::Ready(Ok(())),
         })
     }
@@ -126,7 +131,12 @@ impl AsyncRead for AnyRead {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        each_half!(self, half => std::pin::Pin::new(half).poll_read(cx, buf))
+        match self.get_mut() {
+            Self::Tcp(stream) => shared::poll_read(&**stream, cx, buf),
+            #[cfg(unix)]
+            Self::Ipc(stream) => shared::poll_read(&**stream, cx, buf),
+            Self::Inproc(half) => std::pin::Pin::new(half).poll_read(cx, buf),
+        }
     }
 }
 
@@ -136,7 +146,12 @@ impl AsyncWrite for AnyWrite {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        each_half!(self, half => std::pin::Pin::new(half).poll_write(cx, buf))
+        match self.get_mut() {
+            Self::Tcp(stream) => shared::poll_write(&**stream, cx, buf),
+            #[cfg(unix)]
+            Self::Ipc(stream) => shared::poll_write(&**stream, cx, buf),
+            Self::Inproc(half) => std::pin::Pin::new(half).poll_write(cx, buf),
+        }
     }
 
     fn poll_write_vectored(
@@ -144,14 +159,19 @@ impl AsyncWrite for AnyWrite {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        each_half!(self, half => std::pin::Pin::new(half).poll_write_vectored(cx, bufs))
+        match self.get_mut() {
+            Self::Tcp(stream) => shared::poll_write_vectored(&**stream, cx, bufs),
+            #[cfg(unix)]
+            Self::Ipc(stream) => shared::poll_write_vectored(&**stream, cx, bufs),
+            Self::Inproc(half) => std::pin::Pin::new(half).poll_write_vectored(cx, bufs),
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            AnyWrite::Tcp(half) => half.is_write_vectored(),
+            AnyWrite::Tcp(_) => true,
             #[cfg(unix)]
-            AnyWrite::Ipc(half) => half.is_write_vectored(),
+            AnyWrite::Ipc(_) => true,
             AnyWrite::Inproc(half) => half.is_write_vectored(),
         }
     }
@@ -160,14 +180,23 @@ impl AsyncWrite for AnyWrite {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        each_half!(self, half => std::pin::Pin::new(half).poll_flush(cx))
+        match self.get_mut() {
+            Self::Inproc(half) => std::pin::Pin::new(half).poll_flush(cx),
+            // A socket stream has nothing of its own to flush.
+            _ => std::task::Poll::Ready(Ok(())),
+        }
     }
 
     fn poll_shutdown(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        each_half!(self, half => std::pin::Pin::new(half).poll_shutdown(cx))
+        match self.get_mut() {
+            Self::Tcp(stream) => std::task::Poll::Ready(shared::shutdown_write(&**stream)),
+            #[cfg(unix)]
+            Self::Ipc(stream) => std::task::Poll::Ready(shared::shutdown_write(&**stream)),
+            Self::Inproc(half) => std::pin::Pin::new(half).poll_shutdown(cx),
+        }
     }
 }
 
