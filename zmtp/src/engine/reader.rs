@@ -78,6 +78,10 @@ pub(super) fn read_loop<H: Host, R: AsyncRead + ReadReady + Unpin>(
             }
             let delivered = !batch.is_empty();
             link.inlet.flush(&mut batch).await;
+            if delivered {
+                // Likely a request or a reply: the answer to it may be written directly.
+                link.out.peer_spoke();
+            }
             decoded.map_err(|e| *e)?;
             if delivered && (busy_read || !current_thread || decoding.large_frames) {
                 // Let the application take what was just delivered before reading on. Otherwise, on a

@@ -33,7 +33,7 @@ const HEADER_MAX: usize = 9;
 /// A message whose encoding fits this is copied into one buffer on the stack and written with one
 /// `send`: a `writev` of its header and payload slices takes a longer way through the kernel
 /// (about 5% of a loopback round trip's time).
-const COPY_MAX: usize = 1024;
+const COPY_MAX: usize = 512;
 
 /// Whether `msg` may be written directly.
 pub(crate) fn fits(msg: &Message) -> bool {
@@ -51,37 +51,54 @@ pub(crate) enum Written {
     Nothing,
 }
 
-/// Writes `msg` (which [`fits`]) in ZMTP framing with one vectored write.
+/// Writes `msg` (which [`fits`]) in ZMTP framing with one write.
 pub(crate) fn write(to: &dyn DirectWrite, msg: &Message) -> Written {
-    let mut headers = [[0u8; HEADER_MAX]; MAX_FRAMES];
-    let mut header_lens = [0usize; MAX_FRAMES];
-    let last = msg.len() - 1;
-    for (i, frame) in msg.iter().enumerate() {
-        let flags = if i < last { FLAG_MORE } else { 0 };
-        header_lens[i] = header(flags, frame.len(), &mut headers[i]);
-    }
-    let mut slices = [IoSlice::new(&[]); 2 * MAX_FRAMES];
-    let mut total = 0;
-    for (i, frame) in msg.iter().enumerate() {
-        slices[2 * i] = IoSlice::new(&headers[i][..header_lens[i]]);
-        slices[2 * i + 1] = IoSlice::new(frame);
-        total += header_lens[i] + frame.len();
-    }
-    let result = if total <= COPY_MAX {
-        // A SmallVec, not an array: an array would be zeroed first, each time.
-        let mut copy = smallvec::SmallVec::<[u8; COPY_MAX]>::new();
-        for slice in &slices[..2 * msg.len()] {
-            copy.extend_from_slice(slice);
-        }
-        to.try_write(&copy)
-    } else {
-        to.try_write_vectored(&slices[..2 * msg.len()])
+    let total: usize = msg.iter().map(|frame| header_len(frame.len()) + frame.len()).sum();
+    let result = match total <= COPY_MAX {
+        true => write_copied(to, msg, total),
+        false => write_vectored(to, msg),
     };
     match result {
         Ok(n) if n == total => Written::Whole,
         Ok(0) | Err(_) => Written::Nothing,
         Ok(n) => Written::Part(n),
     }
+}
+
+/// The message copied into one buffer on the stack (`total` bytes), written with one `send`.
+fn write_copied(to: &dyn DirectWrite, msg: &Message, total: usize) -> std::io::Result<usize> {
+    let mut copy = [0u8; COPY_MAX];
+    let mut at = 0;
+    let last = msg.len() - 1;
+    for (i, frame) in msg.iter().enumerate() {
+        let mut header = [0u8; HEADER_MAX];
+        let n = encode_header_into(if i < last { FLAG_MORE } else { 0 }, frame.len(), &mut header);
+        copy[at..at + n].copy_from_slice(&header[..n]);
+        copy[at + n..at + n + frame.len()].copy_from_slice(frame);
+        at += n + frame.len();
+    }
+    to.try_write(&copy[..total])
+}
+
+/// The message as header and payload slices, written with one `writev`.
+fn write_vectored(to: &dyn DirectWrite, msg: &Message) -> std::io::Result<usize> {
+    let mut headers = [[0u8; HEADER_MAX]; MAX_FRAMES];
+    let mut header_lens = [0usize; MAX_FRAMES];
+    let last = msg.len() - 1;
+    for (i, frame) in msg.iter().enumerate() {
+        header_lens[i] = encode_header_into(if i < last { FLAG_MORE } else { 0 }, frame.len(), &mut headers[i]);
+    }
+    let mut slices = [IoSlice::new(&[]); 2 * MAX_FRAMES];
+    for (i, frame) in msg.iter().enumerate() {
+        slices[2 * i] = IoSlice::new(&headers[i][..header_lens[i]]);
+        slices[2 * i + 1] = IoSlice::new(frame);
+    }
+    to.try_write_vectored(&slices[..2 * msg.len()])
+}
+
+/// A frame header's size for a payload of `len` bytes.
+fn header_len(len: usize) -> usize {
+    if len > 255 { 9 } else { 2 }
 }
 
 /// What is left of `msg`'s encoding after its first `written` bytes went out.
@@ -96,7 +113,7 @@ pub(crate) fn tail(msg: &Message, written: usize) -> Bytes {
 }
 
 /// A frame header in `out`; its length.
-fn header(flags: u8, len: usize, out: &mut [u8; HEADER_MAX]) -> usize {
+fn encode_header_into(flags: u8, len: usize, out: &mut [u8; HEADER_MAX]) -> usize {
     if len > 255 {
         out[0] = flags | FLAG_LONG;
         out[1..9].copy_from_slice(&(len as u64).to_be_bytes());
@@ -143,10 +160,26 @@ mod tests {
 
     #[test]
     fn a_direct_write_is_the_writers_framing_and_a_partial_one_leaves_the_exact_rest() {
-        let msg = Message::from(vec![Bytes::from_static(b"id"), Bytes::new(), Bytes::from(vec![7u8; 300])]);
+        // Copied into one buffer, and (over COPY_MAX) written as slices.
+        for last in [300, 3_000] {
+            one_message_written_directly(Message::from(vec![
+                Bytes::from_static(b"id"),
+                Bytes::new(),
+                Bytes::from(vec![7u8; last]),
+            ]));
+        }
+    }
+
+    fn one_message_written_directly(msg: Message) {
         let whole = encoded(&msg);
         assert_eq!(&whole[..4], &[FLAG_MORE, 2, b'i', b'd']);
-        for room in [1000, whole.len()] {
+        let mut expected = BytesMut::new();
+        for (i, frame) in msg.iter().enumerate() {
+            encode_header(if i + 1 < msg.len() { FLAG_MORE } else { 0 }, frame.len(), &mut expected);
+            expected.extend_from_slice(frame);
+        }
+        assert_eq!(whole, expected, "the writer's framing");
+        for room in [10_000, whole.len()] {
             let to = Capped { room, took: Mutex::default() };
             assert_eq!(write(&to, &msg), Written::Whole);
             assert_eq!(*to.took.lock().unwrap(), whole);

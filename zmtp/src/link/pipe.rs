@@ -91,7 +91,8 @@ struct State {
     /// (under this lock; the writer takes the lock to drain before it writes anything again).
     parked: bool,
     /// A direct write is allowed at once. Spent by one; given back when the writer parks after a
-    /// drain of at most one item, and in the meantime a send more than [`REARM_AFTER`] after the
+    /// drain of at most one item or when the peer sends messages, and in the meantime a send more
+    /// than [`REARM_AFTER`] after the
     /// last direct write may write directly too. So a sender that waits between messages
     /// (request-reply, a trickle) writes each one directly, and a sender in a loop has its
     /// messages queued and batched by the writer as before (its drains take many at once).
@@ -225,6 +226,12 @@ impl OutPipe {
             return None;
         }
         s.direct.clone()
+    }
+
+    /// The peer sent messages: the next send is likely an answer (request-reply), not part of a
+    /// loop, and may be written directly at once.
+    pub fn peer_spoke(&self) {
+        self.lock().armed = true;
     }
 
     /// Lets senders write small messages straight to this connection's stream while its writer
@@ -532,6 +539,11 @@ mod tests {
         p.lock().last_direct = Instant::now().checked_sub(REARM_AFTER * 2);
         p.try_push(msg(100)).unwrap();
         assert_eq!(p.lock().messages, 0, "long enough after the last one: written directly");
+        // Spent, the clock held still: an answer to the peer's message is written directly.
+        p.lock().last_direct = Some(Instant::now() + Duration::from_secs(3600));
+        p.peer_spoke();
+        p.try_push(msg(100)).unwrap();
+        assert_eq!(p.lock().messages, 0, "the peer spoke: written directly");
         p.set_direct(None);
         park(&p);
         p.try_push(msg(100)).unwrap();
