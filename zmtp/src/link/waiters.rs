@@ -39,6 +39,11 @@ impl Waiters {
                 return value;
             }
             notified.await;
+            // Woken: most likely for what we wait for. Checked before registering again, which
+            // would take the notifier's lock for nothing.
+            if let Some(value) = check() {
+                return value;
+            }
         }
     }
 }
