@@ -85,7 +85,7 @@ struct State {
     /// A PONG waits in `queue`: a peer that PINGs faster than it reads gets one PONG per round of
     /// the writer, not one per PING (libzmq too keeps a single pending PONG).
     pong_queued: bool,
-    /// The connection's stream, while a connection that allows [direct](super::direct) writes is up.
+    /// The connection's stream, while a connection that allows [direct writes](super::direct) is up.
     direct: Option<Arc<dyn DirectWrite>>,
     /// The writer has written everything it took and waits: the stream is free for a direct write
     /// (under this lock; the writer takes the lock to drain before it writes anything again).
