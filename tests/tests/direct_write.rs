@@ -155,3 +155,58 @@ async fn a_reconnect_after_a_partial_direct_write_starts_with_a_whole_message() 
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_between_partial_direct_writes_keep_every_message_whole() {
+    // PINGs every millisecond on both sides while a slow receiver keeps the socket buffer nearly
+    // full, so direct writes go out in part: a PING must never land inside the rest of one (the
+    // receiver would see a broken frame and drop the connection, losing messages).
+    let pull = Socket::new(SocketType::Pull);
+    pull.set_rcvhwm(2);
+    pull.set_heartbeat_ivl(Duration::from_millis(1));
+    // PINGs often, but a receiver that stops reading for a while is not taken for dead.
+    pull.set_heartbeat_timeout(Some(Duration::from_secs(30)));
+    let endpoint = pull.bind("tcp://127.0.0.1:*").await.unwrap();
+    let push = Socket::new(SocketType::Push);
+    push.set_heartbeat_ivl(Duration::from_millis(1));
+    push.set_heartbeat_timeout(Some(Duration::from_secs(30)));
+    push.connect(&endpoint).await.unwrap();
+    const N: usize = 3_000;
+    let sender = tokio::spawn(async move {
+        for i in 0..N {
+            let mut msg = Message::single((i as u32).to_be_bytes().to_vec());
+            msg.push(vec![(i % 251) as u8; 4_000 + (i % 7) * 1_700]);
+            timeout(STEP, push.send(msg)).await.expect("send in time").unwrap();
+            tokio::task::yield_now().await;
+        }
+        push
+    });
+    for i in 0..N {
+        let got = timeout(STEP, pull.recv()).await.expect("recv in time").unwrap();
+        assert_eq!(number(&got), i, "in order, none lost");
+        assert!(got[1].len() == 4_000 + (i % 7) * 1_700 && got[1].iter().all(|&b| b == (i % 251) as u8));
+        if i % 100 == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    timeout(STEP, sender).await.expect("all sent").unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_routing_id_alone_is_dropped_as_libzmq_drops_it() {
+    // libzmq's router.cpp ignores a prefix with no message after it; so do we (and nothing
+    // reaches the stream, directly or through the writer).
+    let router = Socket::new(SocketType::Router);
+    let endpoint = router.bind("tcp://127.0.0.1:*").await.unwrap();
+    let dealer = Socket::new(SocketType::Dealer);
+    dealer.set_routing_id(&b"d"[..]).unwrap();
+    dealer.connect(&endpoint).await.unwrap();
+    dealer.send("hello").await.unwrap();
+    let hello = timeout(STEP, router.recv()).await.expect("hello").unwrap();
+    assert_eq!(&hello[0][..], b"d");
+    router.send(Message::single(&b"d"[..])).await.unwrap();
+    router.send(Message::from(vec![&b"d"[..], &b"after"[..]])).await.unwrap();
+    let got = timeout(STEP, dealer.recv()).await.expect("after").unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0][..], b"after");
+}

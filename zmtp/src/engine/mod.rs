@@ -193,6 +193,8 @@ fn drive<'a, H: Host>(
                     // Not needed here, and dropped before the wait: alive across it, they took room in
                     // the task that its TCP state could not share (128 bytes in every connection).
                     drop((read_buf, cipher));
+                    // None: only to clear the pipe's hold on this connection when it ends.
+                    let _direct = writer::DirectWrites::allow(&out, None);
                     tokio::select! {
                         r = Box::pin(direct::run(rd, &out, inlet, *rendezvous)) => r,
                         _ = kill.cancelled() => Err(ConnectionError::SocketClosed),
@@ -205,7 +207,7 @@ fn drive<'a, H: Host>(
                     // Senders write small messages straight to the stream while the writer is idle
                     // (not under CURVE: the writer's encoder numbers every box). Taken back when the
                     // connection ends, before the stream is dropped.
-                    let _direct = encoder.is_none().then(|| writer::DirectWrites::allow(&out, wr.direct()));
+                    let _direct = writer::DirectWrites::allow(&out, encoder.is_none().then(|| wr.direct()).flatten());
                     let link = reader::Link { inlet, out: &out, liveness: &liveness };
                     tokio::select! {
                         r = reader::read_loop(&mut rd, read_buf, link, reader::Decoding::new(&opts, decoder)) => r,

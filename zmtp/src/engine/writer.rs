@@ -94,6 +94,8 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
                     false
                 }
             };
+            // Encoded after the drain: see below.
+            let mut ping_due = false;
             if let (true, Some(ivl), Some(t)) = (fired, heartbeat(), timer.as_mut()) {
                 let now = Instant::now();
                 if let Some((at, seen)) = awaiting
@@ -105,8 +107,7 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
                     awaiting = None;
                 }
                 if now >= next_ping {
-                    let ping = Command::Ping { ttl_deciseconds, context: Bytes::new() };
-                    encode_command(&ping, encoder.as_deref_mut(), &mut buf)?;
+                    ping_due = true;
                     next_ping = now + ivl;
                     if awaiting.is_none() {
                         awaiting = Some((now + opts.heartbeat_timeout.unwrap_or(ivl), liveness.frames()));
@@ -123,13 +124,27 @@ pub(super) fn write_loop<W: AsyncWrite + Unpin>(
             // it back should the pipe go quiet, whatever this batch's own queue is.
             let lent = items.capacity();
             let more = out.drain(&mut items);
+            // What was written ahead of the rounds below, towards the first round's count of what
+            // the byte HWM gets back.
+            let mut taken_ahead = 0;
+            if ping_due {
+                // The rest of a message a sender began to write directly comes first: a PING
+                // ahead of it would land inside that message.
+                if matches!(items.front(), Some(Outbound::Tail(_))) {
+                    let tail = items.pop_front().expect("a tail in front");
+                    taken_ahead = crate::link::pipe::message_bytes([&tail]);
+                    encode_item(tail, minor, encoder.as_deref_mut(), &mut buf, &mut chunks)?;
+                }
+                let ping = Command::Ping { ttl_deciseconds, context: Bytes::new() };
+                encode_command(&ping, encoder.as_deref_mut(), &mut buf)?;
+            }
             // Written in rounds of about WRITE_ROUND bytes (a ping alone makes one round too). Each round's
             // buffer is reserved once (growing it frame by frame re-copied it several times per batch) and
             // reclaimed by the next round once written: a deep queue reuses one buffer instead of filling
             // fresh pages (a publisher with 100,000 queued messages per subscriber spent ~15% in page faults).
             loop {
                 // One pass for the round's size, count and what it frees of the byte HWM.
-                let (mut count, mut bytes, mut payload) = (0, 0, 0);
+                let (mut count, mut bytes, mut payload) = (0, 0, std::mem::take(&mut taken_ahead));
                 // Encoded batches written by reference count towards the round too: a queue of
                 // them is then freed of the byte HWM a round at a time, so their sender refills
                 // it while the rest is written, instead of after all of it.
@@ -396,6 +411,59 @@ async fn write_chunks<W: AsyncWrite + Unpin>(wr: &mut W, chunks: &mut Vec<Bytes>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::link::direct::Capped;
+    use std::sync::{Arc, Mutex};
+
+    /// A stream that keeps everything written to it.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<u8>>>);
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            std::task::Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A PING falls due while a direct write has gone out in part: the writer, woken by both its
+    /// timer and the tail, must write the tail before the PING (tokio's `select!` picks either
+    /// branch first, so this is tried many times).
+    #[tokio::test(start_paused = true)]
+    async fn a_ping_never_lands_inside_the_rest_of_a_direct_write() {
+        let opts = Options { heartbeat_ivl: std::time::Duration::from_millis(10), ..Options::default() };
+        for _ in 0..32 {
+            let out = OutPipe::new(0, 0, false, Arc::new(crate::link::waiters::Waiters::default()));
+            let direct = Arc::new(Capped::new(10));
+            out.set_direct(Some(direct.clone()));
+            let liveness = Liveness::default();
+            let recorder = Recorder::default();
+            let writer = write_loop(recorder.clone(), &out, 1, &opts, &liveness, None);
+            tokio::pin!(writer);
+            assert!(futures::FutureExt::now_or_never(writer.as_mut()).is_none(), "parked");
+            tokio::time::advance(opts.heartbeat_ivl).await;
+            out.try_push(Message::single(vec![7u8; 100])).unwrap();
+            for _ in 0..4 {
+                assert!(futures::FutureExt::now_or_never(writer.as_mut()).is_none());
+            }
+            let mut wire = BytesMut::from(&direct.took()[..]);
+            wire.extend_from_slice(&recorder.0.lock().unwrap());
+            let mut codec = crate::wire::frame::FrameCodec::default();
+            let first = codec.decode(&mut wire).unwrap().expect("the message");
+            assert!(!first.is_command() && first.body[..] == [7u8; 100][..], "the message whole: {first:?}");
+            let second = codec.decode(&mut wire).unwrap().expect("the PING");
+            assert!(second.is_command() && second.body.starts_with(b"\x04PING"), "then the PING: {second:?}");
+        }
+    }
 
     #[test]
     fn a_trickle_keeps_nothing_a_stream_keeps_its_buffer_a_burst_gives_it_back_when_quiet() {

@@ -37,7 +37,7 @@ const COPY_MAX: usize = 512;
 
 /// Whether `msg` may be written directly.
 pub(crate) fn fits(msg: &Message) -> bool {
-    msg.len() <= MAX_FRAMES && msg.byte_len() <= MAX_BYTES
+    (1..=MAX_FRAMES).contains(&msg.len()) && msg.byte_len() <= MAX_BYTES
 }
 
 /// What a direct write did.
@@ -125,34 +125,48 @@ fn encode_header_into(flags: u8, len: usize, out: &mut [u8; HEADER_MAX]) -> usiz
     }
 }
 
+/// A stream for tests that takes at most so many bytes and keeps them.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Capped {
+    room: usize,
+    took: std::sync::Mutex<Vec<u8>>,
+}
+
+#[cfg(test)]
+impl Capped {
+    pub fn new(room: usize) -> Capped {
+        Capped { room, took: Default::default() }
+    }
+
+    /// What it took so far.
+    pub fn took(&self) -> Vec<u8> {
+        self.took.lock().unwrap().clone()
+    }
+}
+
+#[cfg(test)]
+impl DirectWrite for Capped {
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        let mut took = self.took.lock().unwrap();
+        let before = took.len();
+        for b in bufs {
+            let n = b.len().min(self.room - took.len());
+            took.extend_from_slice(&b[..n]);
+        }
+        match took.len() - before {
+            0 => Err(std::io::ErrorKind::WouldBlock.into()),
+            n => Ok(n),
+        }
+    }
+    fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        self.try_write_vectored(&[IoSlice::new(buf)])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
-
-    /// A stream that takes at most `room` bytes.
-    #[derive(Debug)]
-    struct Capped {
-        room: usize,
-        took: Mutex<Vec<u8>>,
-    }
-
-    impl DirectWrite for Capped {
-        fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
-            let mut took = self.took.lock().unwrap();
-            for b in bufs {
-                let n = b.len().min(self.room - took.len());
-                took.extend_from_slice(&b[..n]);
-            }
-            match took.len() {
-                0 => Err(std::io::ErrorKind::WouldBlock.into()),
-                n => Ok(n),
-            }
-        }
-        fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
-            self.try_write_vectored(&[IoSlice::new(buf)])
-        }
-    }
 
     fn encoded(msg: &Message) -> Vec<u8> {
         tail(msg, 0).to_vec()
@@ -180,18 +194,18 @@ mod tests {
         }
         assert_eq!(whole, expected, "the writer's framing");
         for room in [10_000, whole.len()] {
-            let to = Capped { room, took: Mutex::default() };
+            let to = Capped::new(room);
             assert_eq!(write(&to, &msg), Written::Whole);
-            assert_eq!(*to.took.lock().unwrap(), whole);
+            assert_eq!(to.took(), whole);
         }
         for room in [1, 3, 5, 100] {
-            let to = Capped { room, took: Mutex::default() };
+            let to = Capped::new(room);
             assert_eq!(write(&to, &msg), Written::Part(room));
-            let mut out = to.took.lock().unwrap().clone();
+            let mut out = to.took();
             out.extend_from_slice(&tail(&msg, room));
             assert_eq!(out, whole, "room {room}");
         }
-        let full = Capped { room: 0, took: Mutex::default() };
+        let full = Capped::new(0);
         assert_eq!(write(&full, &msg), Written::Nothing);
     }
 
@@ -200,5 +214,6 @@ mod tests {
         assert!(fits(&Message::single(vec![0u8; MAX_BYTES])));
         assert!(!fits(&Message::single(vec![0u8; MAX_BYTES + 1])));
         assert!(!fits(&Message::from(vec![Bytes::new(); MAX_FRAMES + 1])));
+        assert!(!fits(&Message::new()), "no frames: nothing to write");
     }
 }

@@ -178,7 +178,8 @@ impl OutPipe {
         if self.conflate && s.messages > 0 {
             s.queue.retain(|item| !item.is_message());
             s.messages = 0;
-            s.bytes = 0;
+            // What stays (commands, a direct write's tail) keeps its count.
+            s.bytes = message_bytes(&s.queue);
         }
         if self.full(&s) {
             return Err(item);
@@ -200,6 +201,7 @@ impl OutPipe {
                 direct::Written::Part(n) => {
                     let tail = direct::tail(msg, n);
                     s.bytes += tail.len();
+                    // The queue is empty (a direct write needs it so): the tail is its first item.
                     s.queue.push_back(Outbound::Tail(tail));
                     self.wake_writer(s);
                     drop(item);
@@ -241,6 +243,10 @@ impl OutPipe {
         s.direct = stream;
         s.parked = false;
         s.armed = true;
+        s.last_drained = 0;
+        // An ended connection's writer: its waker would keep that task's memory until the next
+        // push (the new connection's writer registers its own).
+        s.writer = None;
     }
 
     /// Queues messages from the front of `batch` until the HWM, under one lock; how many (each
@@ -444,7 +450,7 @@ pub(crate) fn message_bytes<'a>(items: impl IntoIterator<Item = &'a Outbound>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use crate::link::direct::Capped;
 
     fn pipe(hwm: usize, hwm_bytes: usize) -> OutPipe {
         OutPipe::new(hwm, hwm_bytes, false, Arc::new(crate::link::waiters::Waiters::default()))
@@ -487,22 +493,6 @@ mod tests {
         assert!(p.lock().queue.capacity() >= 16, "small: kept");
     }
 
-    /// A stream with room for `room` more bytes.
-    #[derive(Debug)]
-    struct Room(Mutex<usize>);
-
-    impl DirectWrite for Room {
-        fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-            let mut room = self.0.lock().unwrap();
-            let n = bufs.iter().map(|b| b.len()).sum::<usize>().min(*room);
-            *room -= n;
-            if n == 0 { Err(std::io::ErrorKind::WouldBlock.into()) } else { Ok(n) }
-        }
-        fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
-            self.try_write_vectored(&[std::io::IoSlice::new(buf)])
-        }
-    }
-
     /// The writer waits (as its task does between batches).
     fn park(p: &OutPipe) {
         use futures::FutureExt;
@@ -512,14 +502,14 @@ mod tests {
     #[test]
     fn a_parked_writer_lets_one_message_through_directly_and_a_loop_is_queued() {
         let p = pipe(0, 0);
-        let stream = Arc::new(Room(Mutex::new(1_000)));
+        let stream = Arc::new(Capped::new(1_000));
         p.set_direct(Some(stream.clone()));
         p.try_push(msg(100)).unwrap();
         assert_eq!(p.lock().messages, 1, "not parked yet: queued");
         p.drain(&mut VecDeque::new());
         park(&p);
         p.try_push(msg(100)).unwrap();
-        assert!(p.lock().queue.is_empty() && *stream.0.lock().unwrap() < 1_000, "written directly");
+        assert!(p.lock().queue.is_empty() && !stream.took().is_empty(), "written directly");
         // Spent: a send right after it waits for the writer (the clock is held still here: the
         // last direct write is "now" for as long as the test runs), which drains it with a third.
         p.lock().last_direct = Some(Instant::now() + Duration::from_secs(3600));
@@ -553,7 +543,7 @@ mod tests {
     #[test]
     fn the_rest_of_a_partial_direct_write_goes_first_counts_until_written_and_not_past_a_reconnect() {
         let p = pipe(0, 0);
-        p.set_direct(Some(Arc::new(Room(Mutex::new(10)))));
+        p.set_direct(Some(Arc::new(Capped::new(10))));
         park(&p);
         p.try_push(msg(200)).unwrap();
         p.try_push(msg(100)).unwrap();
@@ -565,6 +555,28 @@ mod tests {
         assert!(!p.is_drained(), "flushed waits for the tail");
         p.purge(false);
         assert_eq!(p.lock().queue.len(), 1, "the tail went with its connection; the message stays");
+        let mut taken = VecDeque::new();
+        p.drain(&mut taken);
+        p.written(message_bytes(&taken));
+        assert!(p.is_drained());
+    }
+
+    #[test]
+    fn conflate_keeps_a_direct_writes_tail_counted_and_a_purge_frees_it_exactly() {
+        let p = OutPipe::new(0, 0, true, Arc::new(crate::link::waiters::Waiters::default()));
+        p.set_direct(Some(Arc::new(Capped::new(10))));
+        park(&p);
+        p.try_push(msg(200)).unwrap(); // written in part
+        p.try_push(msg(100)).unwrap();
+        p.try_push(msg(150)).unwrap(); // replaces the one before, not the tail
+        let tail_len = 200 - FRAME_COST + 2 - 10;
+        {
+            let s = p.lock();
+            assert_eq!(s.queue.len(), 2);
+            assert_eq!(s.bytes, tail_len + 150, "the tail and the last message");
+        }
+        p.purge(false);
+        assert_eq!(p.lock().bytes, 150);
         let mut taken = VecDeque::new();
         p.drain(&mut taken);
         p.written(message_bytes(&taken));

@@ -101,6 +101,11 @@ impl Pattern for Router {
 
     fn send(&mut self, peers: &mut Peers, mut msg: Message, flags: &SendFlags<'_>) -> Result<TrySend> {
         let rid = msg.pop_front().expect("non-empty");
+        if msg.is_empty() {
+            // A routing id with nothing after it: dropped, as libzmq does (router.cpp: "malformed
+            // message (prefix with no subsequent message) ... silently ignore it").
+            return Ok(TrySend::Sent);
+        }
         let Some(p) = self.routes.get(&rid).and_then(|id| peers.map.get(id)) else {
             return if flags.router_mandatory() { Err(Error::HostUnreachable(rid)) } else { Ok(TrySend::Sent) };
         };
