@@ -9,6 +9,7 @@ Config keys:
   routing_id        hex; ZMQ_ROUTING_ID
   router_mandatory  bool; ZMQ_ROUTER_MANDATORY
   heartbeat_ivl, heartbeat_timeout, heartbeat_ttl   milliseconds
+  rcvhwm            ZMQ_RCVHWM (messages)
   subscribe         list of hex topics (SUB)
   ignore            list of hex values: received messages whose first frame equals one are dropped
                     silently by recv/echo (warm-up traffic)
@@ -126,6 +127,8 @@ def main():
     ):
         if key in cfg:
             sock.setsockopt(opt, int(cfg[key]))
+    if "rcvhwm" in cfg:
+        sock.setsockopt(zmq.RCVHWM, int(cfg["rcvhwm"]))
     for topic in cfg.get("subscribe", []):
         sock.setsockopt(zmq.SUBSCRIBE, bytes.fromhex(topic))
     ignore = {bytes.fromhex(t) for t in cfg.get("ignore", [])}

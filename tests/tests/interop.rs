@@ -1044,6 +1044,37 @@ async fn send_many_to_libzmq_pull(bind: Bind) {
 }
 both_binds!(send_many_to_libzmq_pull => send_many_to_libzmq_pull_bind_ours, send_many_to_libzmq_pull_bind_libzmq);
 
+/// Direct writes (a sender writes a small message itself while its connection's writer is idle)
+/// reach libzmq frame for frame, including those the socket buffer took only in part: libzmq's
+/// PULL (a queue of 10) reads nothing until 1,500 messages of up to 12 KiB are on their way, so
+/// the buffers fill, a direct write goes out in part and the writer sends the rest.
+async fn direct_writes_to_a_slow_libzmq_pull(bind: Bind) {
+    const N: usize = 1_500;
+    let size = |i: usize| 1 + (i * 997) % 12_000;
+    let push = Socket::new(SocketType::Push);
+    let mut peer = link(&push, libzmq("PULL").opt("rcvhwm", 10u64).wait_stdin().recv(N as u64), bind).await;
+    let sender = tokio::spawn(async move {
+        for i in 0..N {
+            let frames = vec![Bytes::from(format!("{i}")), gen_frame(size(i))];
+            timeout(STEP, push.send(Message::from(frames))).await.expect("send in time").expect("send");
+            tokio::task::yield_now().await;
+        }
+        push
+    });
+    // Let the sender run ahead (it blocks at its HWM once everything is full), then let libzmq read.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    peer.send_line("go").await;
+    for i in 0..N {
+        let frames = peer.expect_recv().await;
+        assert_eq!(frames.len(), 2, "message {i}");
+        assert_eq!(frames[0], format!("{i}").as_bytes(), "in order");
+        assert!(frames[1] == gen_frame(size(i)), "message {i} whole");
+    }
+    let _push = timeout(STEP, sender).await.expect("all sent").unwrap();
+    peer.finish().await;
+}
+both_binds!(direct_writes_to_a_slow_libzmq_pull => direct_writes_to_a_slow_libzmq_pull_bind_ours, direct_writes_to_a_slow_libzmq_pull_bind_libzmq);
+
 /// `recv_many` takes libzmq's messages whole and in order, however the reads split them.
 async fn libzmq_push_to_recv_many(bind: Bind) {
     let pull = Socket::new(SocketType::Pull);
