@@ -97,11 +97,15 @@ async fn ipc_sends_with_pauses_arrive_whole_and_in_order() {
 #[tokio::test(flavor = "current_thread")]
 async fn request_reply_with_heartbeats_keeps_every_round_trip() {
     // PINGs (written by the writer task) between direct writes of requests and replies.
+    // PINGs often, but a slow machine (armv7 under qemu) is not taken for a dead peer: a timeout
+    // would drop the connection and the REQ's request with it.
     let rep = Socket::new(SocketType::Rep);
     rep.set_heartbeat_ivl(Duration::from_millis(1));
+    rep.set_heartbeat_timeout(Some(Duration::from_secs(30)));
     let endpoint = rep.bind("tcp://127.0.0.1:*").await.unwrap();
     let req = Socket::new(SocketType::Req);
     req.set_heartbeat_ivl(Duration::from_millis(1));
+    req.set_heartbeat_timeout(Some(Duration::from_secs(30)));
     req.connect(&endpoint).await.unwrap();
     let server = tokio::spawn(async move {
         for _ in 0..2_000 {
