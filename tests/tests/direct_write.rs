@@ -140,9 +140,15 @@ async fn a_reconnect_after_a_partial_direct_write_starts_with_a_whole_message() 
         tokio::task::yield_now().await;
     }
     drop(first);
-    tokio::time::sleep(Duration::from_millis(50)).await;
     let second = Socket::new(SocketType::Pull);
-    second.bind(&endpoint).await.unwrap();
+    // The first socket lets go of the port as it closes, in the background: bind again until it has.
+    timeout(STEP, async {
+        while second.bind(&endpoint).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the port is free again");
     for i in 2_000..2_100 {
         timeout(STEP, push.send(message(i))).await.expect("send in time").unwrap();
     }
