@@ -92,10 +92,10 @@ struct State {
     parked: bool,
     /// A direct write is allowed at once. Spent by one; given back when the writer parks after a
     /// drain of at most one item or when the peer sends messages, and in the meantime a send more
-    /// than [`REARM_AFTER`] after the
-    /// last direct write may write directly too. So a sender that waits between messages
-    /// (request-reply, a trickle) writes each one directly, and a sender in a loop has its
-    /// messages queued and batched by the writer as before (its drains take many at once).
+    /// than [`REARM_AFTER`] after the last direct write may write directly too. So a sender that
+    /// waits between messages (request-reply, a trickle) writes each one directly, and a sender in
+    /// a loop has its messages queued and batched by the writer as before (its drains take many
+    /// at once).
     armed: bool,
     /// When the last direct write went out.
     last_direct: Option<Instant>,
