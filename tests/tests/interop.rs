@@ -1054,16 +1054,21 @@ async fn direct_writes_to_a_slow_libzmq_pull(bind: Bind) {
     let size = |i: usize| 1 + (i * 997) % 16_000;
     let push = Socket::new(SocketType::Push);
     let mut peer = link(&push, libzmq("PULL").opt("rcvhwm", 10u64).wait_stdin().recv(N as u64), bind).await;
+    let (ahead, go) = tokio::sync::oneshot::channel();
     let sender = tokio::spawn(async move {
+        let mut ahead = Some(ahead);
         for i in 0..N {
             let frames = vec![Bytes::from(format!("{i}")), gen_frame(size(i))];
             timeout(STEP, push.send(Message::from(frames))).await.expect("send in time").expect("send");
+            if i == N / 2 {
+                // Megabytes on their way and libzmq reading none: the buffers are full by now.
+                let _ = ahead.take().expect("once").send(());
+            }
             tokio::task::yield_now().await;
         }
         push
     });
-    // Let the sender run ahead (it blocks at its HWM once everything is full), then let libzmq read.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    go.await.expect("the sender got half way");
     peer.send_line("go").await;
     for i in 0..N {
         let frames = peer.expect_recv().await;

@@ -111,13 +111,7 @@ pub(super) fn poll_read(s: &impl SocketStream, cx: &mut Context<'_>, buf: &mut R
 /// `AsyncWrite::poll_write` on a shared stream: one buffer is a `send` (a `writev` takes a longer
 /// way through the kernel: about 5% of a request-reply round trip's time on loopback).
 pub(super) fn poll_write(s: &impl SocketStream, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-    loop {
-        ready!(s.poll_write_ready(cx))?;
-        match s.try_write(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            result => return Poll::Ready(result),
-        }
-    }
+    poll_writable(s, cx, || s.try_write(buf))
 }
 
 /// `AsyncWrite::poll_write_vectored` on a shared stream.
@@ -126,9 +120,19 @@ pub(super) fn poll_write_vectored(
     cx: &mut Context<'_>,
     bufs: &[IoSlice<'_>],
 ) -> Poll<io::Result<usize>> {
+    poll_writable(s, cx, || s.try_write_vectored(bufs))
+}
+
+/// Waits until the stream is writable and `write` does not meet `WouldBlock` (which clears the
+/// readiness it found stale, so the next wait registers this task's waker).
+fn poll_writable(
+    s: &impl SocketStream,
+    cx: &mut Context<'_>,
+    mut write: impl FnMut() -> io::Result<usize>,
+) -> Poll<io::Result<usize>> {
     loop {
         ready!(s.poll_write_ready(cx))?;
-        match s.try_write_vectored(bufs) {
+        match write() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             result => return Poll::Ready(result),
         }
