@@ -143,12 +143,22 @@ pub struct Fsm {
     eligible: bool,
     /// PRIMARY may go ACTIVE on a client's vote alone (see [`Fsm::set_may_start_alone`]).
     may_start_alone: bool,
+    /// A restarted peer makes even an ineligible PASSIVE ACTIVE (see
+    /// [`Fsm::set_confirms_with_restarted_peer`]).
+    confirms_with_restarted_peer: bool,
 }
 
 impl Fsm {
     /// A machine in the side's start state, with the Guide's fatal dual actives / dual passives.
     pub fn new(side: Side) -> Fsm {
-        Fsm { side, state: side.start_state(), healer: None, eligible: true, may_start_alone: true }
+        Fsm {
+            side,
+            state: side.start_state(),
+            healer: None,
+            eligible: true,
+            may_start_alone: true,
+            confirms_with_restarted_peer: false,
+        }
     }
 
     /// A machine in the side's start state that heals a split brain instead of failing (see
@@ -168,7 +178,14 @@ impl Fsm {
     /// # Ok::<(), bstar::fsm::FsmError>(())
     /// ```
     pub fn healing(side: Side) -> Fsm {
-        Fsm { side, state: side.start_state(), healer: Some(Healer::default()), eligible: true, may_start_alone: true }
+        Fsm {
+            side,
+            state: side.start_state(),
+            healer: Some(Healer::default()),
+            eligible: true,
+            may_start_alone: true,
+            confirms_with_restarted_peer: false,
+        }
     }
 
     /// Whether the machine may go from PASSIVE to ACTIVE (default true). An application clears it
@@ -211,6 +228,28 @@ impl Fsm {
         self.may_start_alone = may;
     }
 
+    /// Whether a PASSIVE that is not [eligible](Fsm::set_eligible) still becomes ACTIVE when its
+    /// peer restarts (PEER_PRIMARY / PEER_BACKUP; default false: it stays PASSIVE). For an
+    /// application whose state survives restarts and that, once ACTIVE with a live peer, serves
+    /// nothing until the two have compared whose state is newer: without it, an ineligible PASSIVE
+    /// and a restarted PRIMARY wait for each other for good (PASSIVE vetoes PEER_PRIMARY, PRIMARY
+    /// ignores PEER_PASSIVE), and the pair serves nobody although the restarted peer may hold
+    /// the newest state. A client's vote is still rejected while not eligible.
+    ///
+    /// ```
+    /// use bstar::fsm::{Event, Fsm, Side, State, Vote};
+    /// let mut fsm = Fsm::new(Side::Backup);
+    /// fsm.handle(Event::PeerActive, false)?; // passive, its copy incomplete
+    /// fsm.set_eligible(false);
+    /// fsm.set_confirms_with_restarted_peer(true);
+    /// assert_eq!(fsm.handle(Event::ClientRequest, true)?.vote, Some(Vote::Reject));
+    /// assert_eq!(fsm.handle(Event::PeerPrimary, false)?.state, State::Active);
+    /// # Ok::<(), bstar::fsm::FsmError>(())
+    /// ```
+    pub fn set_confirms_with_restarted_peer(&mut self, confirms: bool) {
+        self.confirms_with_restarted_peer = confirms;
+    }
+
     /// Which server this is.
     pub fn side(&self) -> Side {
         self.side
@@ -230,6 +269,7 @@ impl Fsm {
             && before == State::Passive
             && outcome.state == State::Active
             && !self.eligible
+            && !(self.confirms_with_restarted_peer && matches!(event, Event::PeerPrimary | Event::PeerBackup))
         {
             // Vetoed: stay passive, and a vote is rejected.
             *outcome =

@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) eligible: AtomicBool,
     /// See [`Handle::set_may_start_alone`].
     pub(crate) may_start_alone: AtomicBool,
+    /// See [`Handle::set_confirms_with_restarted_peer`].
+    pub(crate) confirms_with_restarted_peer: AtomicBool,
     /// See [`Handle::fall_silent`].
     pub(crate) silent: AtomicBool,
 }
@@ -183,5 +185,13 @@ impl Handle {
     /// true; see [`Fsm::set_may_start_alone`](crate::fsm::Fsm::set_may_start_alone)).
     pub fn set_may_start_alone(&self, may: bool) {
         self.shared.may_start_alone.store(may, Ordering::Relaxed);
+    }
+
+    /// Whether a restarted peer makes this server ACTIVE even while it is not
+    /// [eligible](Self::set_eligible) (default false), for an application that compares its state
+    /// with the peer's before it serves (see
+    /// [`Fsm::set_confirms_with_restarted_peer`](crate::fsm::Fsm::set_confirms_with_restarted_peer)).
+    pub fn set_confirms_with_restarted_peer(&self, confirms: bool) {
+        self.shared.confirms_with_restarted_peer.store(confirms, Ordering::Relaxed);
     }
 }

@@ -149,6 +149,7 @@ impl BinaryStar {
             heartbeat: config.heartbeat,
             eligible: std::sync::atomic::AtomicBool::new(true),
             may_start_alone: std::sync::atomic::AtomicBool::new(true),
+            confirms_with_restarted_peer: std::sync::atomic::AtomicBool::new(false),
             silent: std::sync::atomic::AtomicBool::new(false),
         });
         let (outbox, notices) = Outbox::new(config.request_queue);
@@ -366,6 +367,9 @@ impl BinaryStar {
         let eligible = self.shared.eligible.load(std::sync::atomic::Ordering::Relaxed);
         self.fsm.set_eligible(eligible);
         self.fsm.set_may_start_alone(self.shared.may_start_alone.load(std::sync::atomic::Ordering::Relaxed));
+        self.fsm.set_confirms_with_restarted_peer(
+            self.shared.confirms_with_restarted_peer.load(std::sync::atomic::Ordering::Relaxed),
+        );
     }
 
     fn check_peer(&mut self, clock: &mut PeerClock, now: Instant) {

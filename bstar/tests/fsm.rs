@@ -176,6 +176,31 @@ fn wire_values_are_the_guides() {
     assert_eq!(Side::Backup.start_state(), Backup);
 }
 
+/// An ineligible PASSIVE and a restarted PRIMARY: without `confirms_with_restarted_peer` every
+/// further event leaves both where they are (the pair serves nobody); with it, the PASSIVE goes
+/// ACTIVE when it hears the restart (from either side's start state), the PRIMARY then stands by,
+/// and a client's vote is still rejected while the PASSIVE is not eligible.
+#[test]
+fn an_ineligible_passive_meets_a_restarted_peer() {
+    for (side, restart) in [(Side::Backup, PeerPrimary), (Side::Primary, PeerBackup)] {
+        let mut passive = Fsm::new(side);
+        passive.handle(PeerActive, false).unwrap();
+        passive.set_eligible(false);
+        let mut restarted = Fsm::new(if side == Side::Backup { Side::Primary } else { Side::Backup });
+        for expired in [false, true] {
+            assert_eq!(passive.handle(restart, expired).unwrap().state, Passive);
+            assert_eq!(passive.handle(ClientRequest, expired).unwrap().vote, Some(Vote::Reject));
+            assert_eq!(restarted.handle(PeerPassive, expired).unwrap().became, None);
+            assert_eq!(restarted.handle(ClientRequest, false).unwrap().vote, Some(Vote::Reject));
+        }
+
+        passive.set_confirms_with_restarted_peer(true);
+        assert_eq!(passive.handle(ClientRequest, true).unwrap().vote, Some(Vote::Reject));
+        assert_eq!(passive.handle(restart, false).unwrap().became, Some(Role::Active));
+        assert_eq!(restarted.handle(PeerActive, false).unwrap().became, Some(Role::Passive));
+    }
+}
+
 #[test]
 fn a_whole_failover_story() {
     let mut primary = Fsm::new(Side::Primary);

@@ -12,7 +12,7 @@ use zmtp_testkit::{bounded, step, unique};
 
 mod common;
 
-use common::pair::{PairPorts, collector_publisher, kvset};
+use common::pair::{PairPorts, collector_publisher, free_ports, kvset};
 
 /// A fresh data directory (removed when dropped).
 struct DataDir(PathBuf);
@@ -154,6 +154,50 @@ async fn the_newer_map_wins_and_the_older_server_steps_aside() {
         client.close().await;
         backup.close().await;
         primary.close().await;
+    })
+    .await;
+}
+
+/// A passive that never finished copying the active's map, and the active restarted from its
+/// journal. Binary Star left the two waiting for each other for good: the passive, not eligible to
+/// take over, stayed PASSIVE on hearing PEER_PRIMARY, and a PRIMARY ignores PEER_PASSIVE, so the
+/// pair served nobody although the primary held the newest map. Now the durable passive goes
+/// ACTIVE only to confirm, the primary's PEERSYNC? shows its map is newer, the passive steps aside
+/// and the primary serves its map whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_primary_and_a_passive_without_a_copy_do_not_wait_for_each_other() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let (primary, backup) = formed(&ports, &a, &b).await;
+        let client = synced_client(&ports).await;
+        let first = write(&client, "one", 20).await;
+        step("backup followed", backup.wait_for(|s| s.sequence == first)).await.unwrap();
+        backup.close().await;
+
+        // The backup comes back unable to copy the active's map (its peer's CHP address serves
+        // nothing): passive, with no complete copy, so not eligible to take over.
+        let mut config = ports.config(Side::Backup);
+        config.server.data_dir = Some(b.path().to_owned());
+        config.peer = chp::ServerAddress::new("127.0.0.1", free_ports(1)[0]).unwrap();
+        let backup = HaServer::bind(config).await.unwrap();
+        step("backup passive", backup.wait_for(|s| s.state == State::Passive)).await.unwrap();
+        let last = write(&client, "two", 20).await;
+        assert!(!backup.status().peer_synced);
+        client.close().await;
+        primary.close().await;
+
+        // The primary restarts from its journal, newer than the backup's.
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let client = synced_client(&ports).await;
+        assert!(matches!(client.status(), Status::Active(a) if a == ports.primary));
+        holds(&client, "one", 20);
+        holds(&client, "two", 20);
+        let next = step("set", client.set("/three/0", "x", None)).await.unwrap().unwrap();
+        assert!(next > last, "sequences never go back: {next} <= {last}");
+        client.close().await;
+        primary.close().await;
+        backup.close().await;
     })
     .await;
 }

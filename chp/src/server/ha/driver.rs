@@ -121,6 +121,11 @@ pub(super) fn spawn(
     handle.set_eligible(false);
     // A durable primary restarted alone waits for its peer, whose map may be newer than ours.
     handle.set_may_start_alone(persist.is_none() || config.start_alone);
+    // A durable server that goes active with a live peer serves nothing until the two have
+    // compared maps (`Driver::promote`), so a restarted peer may make it active even before it
+    // holds a complete copy. Without this, an unsynced passive and a restarted primary (which may
+    // hold the newest map) wait for each other for good.
+    handle.set_confirms_with_restarted_peer(persist.is_some());
     let runner = tokio::spawn(star.run());
     let role = config.side.start_state();
     // What the journal last published is remembered as published, as if this server had never

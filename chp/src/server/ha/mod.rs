@@ -24,7 +24,9 @@
 //!   request). **A server that never held the truth does not take over:** one that was never
 //!   active and has no complete copy of the active's map yet (a restarted peer still copying it)
 //!   rejects votes and stays passive when its peer restarts ([`bstar::Handle::set_eligible`]),
-//!   and logs why. If the active dies then, the pair serves nobody — clients keep the maps they
+//!   and logs why (a durable one does go active when its peer restarts, but only to confirm, as
+//!   below: it serves only if its journal's map is at least as new as the restarted peer's, and
+//!   otherwise steps aside for it). If the active dies then, the pair serves nobody — clients keep the maps they
 //!   hold and one-shot commands fail — rather than serve a partial map as the truth; with both
 //!   copies gone, restarting both servers starts over from an empty map. (A server promoted in the
 //!   middle of a re-sync after a gap, which held a complete copy before, starts from what it has
