@@ -1,6 +1,6 @@
 //! Socket options from issue 3, asserted over real sockets: CONFLATE, IMMEDIATE, REQ_CORRELATE with
-//! REQ_RELAXED, CONNECT_ROUTING_ID, TCP keepalive, HWM defaults, and that every getter returns what
-//! its setter stored (libzmq names and defaults).
+//! REQ_RELAXED, CONNECT_ROUTING_ID, TCP keepalive, SNDBUF/RCVBUF/TOS, HWM defaults, and that every
+//! getter returns what its setter stored (libzmq names and defaults).
 //!
 //! No sleeps are used for synchronisation: tests wait for monitor events or messages (bounded by
 //! [`WAIT`]); the only fixed windows are negative checks ("nothing arrives within [`QUIET`]") and the
@@ -114,6 +114,8 @@ fn defaults_are_libzmq_defaults() {
     assert_eq!(s.tcp_keepalive_idle(), None);
     assert_eq!(s.tcp_keepalive_intvl(), None);
     assert_eq!(s.tcp_keepalive_cnt(), None);
+    assert_eq!((s.sndbuf(), s.rcvbuf()), (None, None), "libzmq SNDBUF/RCVBUF -1: OS default");
+    assert_eq!(s.tos(), 0);
     assert_eq!(s.routing_id(), Bytes::new());
 }
 
@@ -145,6 +147,9 @@ fn getters_return_what_was_set() {
     s.set_tcp_keepalive_idle(Some(Duration::from_secs(30)));
     s.set_tcp_keepalive_intvl(Some(Duration::from_secs(5)));
     s.set_tcp_keepalive_cnt(Some(4));
+    s.set_sndbuf(Some(65_536));
+    s.set_rcvbuf(Some(0));
+    s.set_tos(0x28);
     s.set_routing_id("me").expect("routing id");
 
     assert_eq!(s.sndhwm(), 7);
@@ -167,6 +172,7 @@ fn getters_return_what_was_set() {
     assert_eq!(s.tcp_keepalive_idle(), Some(Duration::from_secs(30)));
     assert_eq!(s.tcp_keepalive_intvl(), Some(Duration::from_secs(5)));
     assert_eq!(s.tcp_keepalive_cnt(), Some(4));
+    assert_eq!((s.sndbuf(), s.rcvbuf(), s.tos()), (Some(65_536), Some(0), 0x28));
     assert_eq!(s.routing_id(), Bytes::from_static(b"me"));
 
     s.set_immediate(false);
@@ -590,6 +596,119 @@ async fn tcp_keepalive_is_applied_to_connections() {
         assert!((3000..=4000).contains(&when), "connecting side: keepalive due in {when} ticks, expected ≤ 40 s");
         let server_side = tcp_timer(bound, clients[0]);
         assert!(server_side.is_some_and(|(kind, _)| kind != 2), "accepting side has no keepalive: {server_side:?}");
+    })
+    .await
+}
+
+/// This machine's sockets as `ss -H` (iproute2, no header) lists them, one entry per socket
+/// (continuation lines joined).
+#[cfg(target_os = "linux")]
+fn ss(args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new("ss").args(args).output().expect("run ss (iproute2; .ci/test installs it)");
+    assert!(out.status.success(), "ss {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let mut entries: Vec<String> = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        match entries.last_mut() {
+            Some(last) if line.starts_with(char::is_whitespace) => {
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+            _ => entries.push(line.to_owned()),
+        }
+    }
+    entries
+}
+
+/// (send buffer, receive buffer) of an `ss -m` entry: its `skmem:(…,rb<N>,…,tb<N>,…)`.
+#[cfg(target_os = "linux")]
+fn skmem(entry: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        entry
+            .split(['(', ',', ')'])
+            .find_map(|f| f.strip_prefix(name)?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {entry:?}"))
+    };
+    (field("tb"), field("rb"))
+}
+
+/// The one entry whose column `column` (0-based) is `address`.
+#[cfg(target_os = "linux")]
+fn ss_entry<'e>(entries: &'e [String], column: usize, address: &str) -> &'e String {
+    let found: Vec<&String> = entries.iter().filter(|e| e.split_whitespace().nth(column) == Some(address)).collect();
+    assert_eq!(found.len(), 1, "one socket with {address} in column {column}: {entries:#?}");
+    found[0]
+}
+
+/// SNDBUF and RCVBUF reach the kernel on both ends of a connection, tcp and ipc (`ss -m`; Linux
+/// keeps twice what is set), TOS on tcp (`ss -i`), and a socket without them keeps the OS's.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sndbuf_rcvbuf_and_tos_are_applied_to_connections() {
+    bounded(async {
+        for transport in ["tcp://127.0.0.1:*", "ipc://*"] {
+            let server = Socket::new(SocketType::Pull);
+            server.set_sndbuf(Some(40_000));
+            server.set_rcvbuf(Some(70_000));
+            server.set_tos(0x28);
+            let ep = server.bind(transport).await.expect("bind");
+            let client = Socket::new(SocketType::Push);
+            client.set_sndbuf(Some(90_000));
+            client.set_rcvbuf(Some(30_000));
+            connect_live(&client, &ep).await;
+            let plain = Socket::new(SocketType::Push);
+            connect_live(&plain, &ep).await;
+            send(&client, "ping").await;
+            assert_eq!(recv_strs(&server).await, ["ping"]);
+
+            let (accepted, connected, other) = match ep.strip_prefix("tcp://") {
+                Some(address) => {
+                    let entries = ss(&["-tnmH", "--tos", "state", "established"]);
+                    let accepted: Vec<&String> =
+                        entries.iter().filter(|e| e.split_whitespace().nth(2) == Some(address)).collect();
+                    assert_eq!(accepted.len(), 2, "two connections accepted at {address}: {entries:#?}");
+                    let peers: Vec<&str> = accepted.iter().map(|e| e.split_whitespace().nth(3).unwrap()).collect();
+                    let connected: Vec<&String> = peers.iter().map(|p| ss_entry(&entries, 2, p)).collect();
+                    // The connection with the client's buffers is the client's; the other is `plain`'s.
+                    let (mine, theirs) = match skmem(connected[0]) == (180_000, 60_000) {
+                        true => (0, 1),
+                        false => (1, 0),
+                    };
+                    for e in &accepted {
+                        assert!(e.contains("tos:0x28"), "accepted tcp connection with TOS 0x28: {e}");
+                    }
+                    assert!(!connected[mine].contains("tos:0x28"), "{}", connected[mine]);
+                    (accepted[mine].clone(), connected[mine].clone(), connected[theirs].clone())
+                }
+                None => {
+                    let path = ep.strip_prefix("ipc://").unwrap();
+                    let entries = ss(&["-xmnH", "state", "established"]);
+                    let accepted: Vec<&String> =
+                        entries.iter().filter(|e| e.split_whitespace().nth(3) == Some(path)).collect();
+                    assert_eq!(accepted.len(), 2, "two connections accepted at {path}: {entries:#?}");
+                    // `u_str 0 0 <path> <inode> * <peer inode>`: the peer is the connecting end.
+                    let peer_of = |e: &String| e.split_whitespace().nth(6).unwrap().to_owned();
+                    let connected: Vec<&String> = accepted
+                        .iter()
+                        .map(|a| {
+                            let inode = peer_of(a);
+                            let found: Vec<&String> =
+                                entries.iter().filter(|e| e.split_whitespace().nth(4) == Some(&inode)).collect();
+                            assert_eq!(found.len(), 1, "the socket of inode {inode}: {entries:#?}");
+                            found[0]
+                        })
+                        .collect();
+                    let (mine, theirs) = match skmem(connected[0]) == (180_000, 60_000) {
+                        true => (0, 1),
+                        false => (1, 0),
+                    };
+                    (accepted[mine].clone(), connected[mine].clone(), connected[theirs].clone())
+                }
+            };
+            assert_eq!(skmem(&accepted), (80_000, 140_000), "{transport}, accepting end: {accepted}");
+            assert_eq!(skmem(&connected), (180_000, 60_000), "{transport}, connecting end: {connected}");
+            let (tb, rb) = skmem(&other);
+            assert!(tb != 180_000 && rb != 60_000, "{transport}, a socket without the options: {other}");
+        }
     })
     .await
 }

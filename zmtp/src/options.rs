@@ -150,6 +150,15 @@ pub(crate) struct Options {
     pub tcp_keepalive_intvl: Option<Duration>,
     /// ZMQ_TCP_KEEPALIVE_CNT: probes before the connection is dropped (`None` = OS default).
     pub tcp_keepalive_cnt: Option<u32>,
+    /// ZMQ_SNDBUF: the kernel's send buffer of each tcp/ipc connection, in bytes (`None` = OS
+    /// default, libzmq's -1).
+    pub sndbuf: Option<usize>,
+    /// ZMQ_RCVBUF: the kernel's receive buffer of each tcp/ipc connection, in bytes (`None` = OS
+    /// default, libzmq's -1).
+    pub rcvbuf: Option<usize>,
+    /// ZMQ_TOS: the IP type-of-service (IPv6 traffic class) of tcp connections (0 = left as the OS
+    /// has it, as in libzmq).
+    pub tos: u32,
     /// The security mechanism; like libzmq, the last PLAIN/CURVE option set decides it and the role.
     pub mechanism: Mechanism,
     /// Whether we are the server of the mechanism (ZMQ_PLAIN_SERVER / ZMQ_CURVE_SERVER).
@@ -237,6 +246,9 @@ impl Default for Options {
             tcp_keepalive_idle: None,
             tcp_keepalive_intvl: None,
             tcp_keepalive_cnt: None,
+            sndbuf: None,
+            rcvbuf: None,
+            tos: 0,
             mechanism: Mechanism::Null,
             as_server: false,
             plain_username: Bytes::new(),

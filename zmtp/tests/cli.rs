@@ -207,7 +207,23 @@ fn help_explains_the_tool_and_every_subcommand() {
 
 #[test]
 fn push_to_pull_from_arguments_and_stdin() {
-    let pull = zmtp(&["pull", "--bind", "tcp://127.0.0.1:*", "--count", "5", "--timeout", "20"]);
+    // With the kernel-buffer and TOS options (applied to each connection; tests/tests/options.rs
+    // reads them back from the kernel).
+    let pull = zmtp(&[
+        "pull",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--count",
+        "5",
+        "--timeout",
+        "20",
+        "--sndbuf",
+        "65536",
+        "--rcvbuf",
+        "131072",
+        "--tos",
+        "8",
+    ]);
     let ep = pull.endpoint("PULL");
     // Each pusher exits once its messages are out; the puller prints them in order.
     run(&["push", "--connect", &ep, "--timeout", "20", "first", "multi|part"]).assert_success("push from arguments");

@@ -794,6 +794,22 @@ impl Socket {
     option!(
         /// ZMQ_TCP_KEEPALIVE_CNT: unanswered probes before the connection drops (`None` = OS default).
         tcp_keepalive_cnt, set_tcp_keepalive_cnt, tcp_keepalive_cnt: Option<u32>);
+    option!(
+        /// ZMQ_SNDBUF: the kernel send buffer (SO_SNDBUF) of each tcp and ipc connection made
+        /// after it is set, in bytes. `None` (libzmq's -1) keeps the OS default; the OS may round
+        /// the size or cap it (Linux: doubles it, at most `net.core.wmem_max`). libzmq applies it
+        /// to tcp only.
+        sndbuf, set_sndbuf, sndbuf: Option<usize>);
+    option!(
+        /// ZMQ_RCVBUF: the kernel receive buffer (SO_RCVBUF) of each tcp and ipc connection made
+        /// after it is set, in bytes. `None` (libzmq's -1) keeps the OS default; the OS may round
+        /// the size or cap it (Linux: doubles it, at most `net.core.rmem_max`). libzmq applies it
+        /// to tcp only.
+        rcvbuf, set_rcvbuf, rcvbuf: Option<usize>);
+    option!(
+        /// ZMQ_TOS: the IP type-of-service byte (IPv6: the traffic class) of each tcp connection
+        /// made after it is set. 0, the default, leaves the OS's.
+        tos, set_tos, tos: u32);
 
     /// ZMQ_PLAIN_SERVER: be the PLAIN server; handshakes are checked by the
     /// [authenticator](Self::set_authenticator) (without one every PLAIN client is refused, as in libzmq).

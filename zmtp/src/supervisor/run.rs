@@ -23,13 +23,25 @@ pub(super) fn run_connection<'a, H: Host>(
     let info = ConnectionInfo { endpoint, peer_addr: peer };
     let (stream, rendezvous) = match conn {
         Connection::Tcp(s) => {
-            if let Err(e) = transport::set_keepalive(&s, &host.options_snapshot()) {
+            let opts = host.options_snapshot();
+            if let Err(e) = transport::set_keepalive(&s, &opts) {
                 tracing::warn!(endpoint, error = %e, "cannot set TCP keepalive options");
+            }
+            if let Err(e) = transport::set_tos(&s, opts.tos) {
+                tracing::warn!(endpoint, error = %e, "cannot set ZMQ_TOS");
+            }
+            if let Err(e) = transport::set_buffers(&s, &opts) {
+                tracing::warn!(endpoint, error = %e, "cannot set ZMQ_SNDBUF / ZMQ_RCVBUF");
             }
             (AnyStream::Tcp(s), None)
         }
         #[cfg(unix)]
-        Connection::Ipc(s) => (AnyStream::Ipc(s), None),
+        Connection::Ipc(s) => {
+            if let Err(e) = transport::set_buffers(&s, &host.options_snapshot()) {
+                tracing::warn!(endpoint, error = %e, "cannot set ZMQ_SNDBUF / ZMQ_RCVBUF");
+            }
+            (AnyStream::Ipc(s), None)
+        }
         // Boxed: only inproc has one, and inline it would sit in every TCP and IPC connection's task.
         Connection::Inproc(c) => (AnyStream::Inproc(c.stream), c.rendezvous.map(Box::new)),
     };

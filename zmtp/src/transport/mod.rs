@@ -16,7 +16,22 @@ pub(crate) mod udp;
 /// What udp:// is for (libzmq's rule).
 pub(crate) const UDP_TYPES: &str = "udp:// carries RADIO and DISH only: a RADIO connects, a DISH binds";
 
-pub(crate) use tcp::set_keepalive;
+pub(crate) use tcp::{set_keepalive, set_tos};
+
+/// Applies ZMQ_SNDBUF and ZMQ_RCVBUF to a tcp or ipc stream (`None` leaves the OS default).
+pub(crate) fn set_buffers<'s, S>(stream: &'s S, opts: &crate::options::Options) -> std::io::Result<()>
+where
+    socket2::SockRef<'s>: From<&'s S>,
+{
+    let sock = socket2::SockRef::from(stream);
+    if let Some(size) = opts.sndbuf {
+        sock.set_send_buffer_size(size)?;
+    }
+    if let Some(size) = opts.rcvbuf {
+        sock.set_recv_buffer_size(size)?;
+    }
+    Ok(())
+}
 
 pub use endpoint::Endpoint;
 

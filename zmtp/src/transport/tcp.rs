@@ -97,6 +97,21 @@ pub(super) fn configure(stream: &TcpStream) {
     let _ = stream.set_nodelay(true);
 }
 
+/// Applies ZMQ_TOS (0 leaves the OS's), as IP_TOS or, on an IPv6 connection, IPV6_TCLASS.
+pub(crate) fn set_tos(stream: &TcpStream, tos: u32) -> io::Result<()> {
+    if tos == 0 {
+        return Ok(());
+    }
+    let sock = socket2::SockRef::from(stream);
+    if stream.local_addr()?.is_ipv4() {
+        return sock.set_tos_v4(tos);
+    }
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "freebsd"))]
+    return sock.set_tclass_v6(tos);
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "freebsd")))]
+    return Err(io::Error::new(io::ErrorKind::Unsupported, "IPv6 traffic class on this OS"));
+}
+
 /// Applies ZMQ_TCP_KEEPALIVE and its IDLE/INTVL/CNT companions (`None` leaves the OS default).
 pub(crate) fn set_keepalive(stream: &TcpStream, opts: &crate::options::Options) -> io::Result<()> {
     let sock = socket2::SockRef::from(stream);

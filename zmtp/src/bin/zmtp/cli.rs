@@ -267,6 +267,18 @@ pub struct SocketArgs {
     #[arg(long, value_name = "N", help_heading = "Socket options")]
     pub tcp_keepalive_cnt: Option<u32>,
 
+    /// Kernel send buffer of each connection (SO_SNDBUF), in BYTES
+    #[arg(long, value_name = "BYTES", help_heading = "Socket options")]
+    pub sndbuf: Option<usize>,
+
+    /// Kernel receive buffer of each connection (SO_RCVBUF), in BYTES
+    #[arg(long, value_name = "BYTES", help_heading = "Socket options")]
+    pub rcvbuf: Option<usize>,
+
+    /// IP type-of-service byte of tcp connections (IPv6: traffic class)
+    #[arg(long, value_name = "N", help_heading = "Socket options")]
+    pub tos: Option<u32>,
+
     /// Allow a new request before the reply to the previous one arrived
     #[arg(long, help_heading = "Socket options")]
     pub req_relaxed: bool,

@@ -234,6 +234,15 @@ fn apply_options(s: &Socket, a: &SocketArgs) -> Result<(), CliError> {
         s.set_tcp_keepalive_intvl(a.tcp_keepalive_intvl.map(Duration::from_secs));
         s.set_tcp_keepalive_cnt(a.tcp_keepalive_cnt);
     }
+    if a.sndbuf.is_some() {
+        s.set_sndbuf(a.sndbuf);
+    }
+    if a.rcvbuf.is_some() {
+        s.set_rcvbuf(a.rcvbuf);
+    }
+    if let Some(tos) = a.tos {
+        s.set_tos(tos);
+    }
     if let Some(id) = &a.routing_id {
         let id = parse_id(id.as_bytes()).map_err(|e| usage(format!("--routing-id: {e}")))?;
         s.set_routing_id(id).map_err(|e| usage(format!("--routing-id: {e}")))?;
