@@ -640,7 +640,7 @@ fn ss_entry<'e>(entries: &'e [String], column: usize, address: &str) -> &'e Stri
 }
 
 /// SNDBUF and RCVBUF reach the kernel on both ends of a connection, tcp and ipc (`ss -m`; Linux
-/// keeps twice what is set), TOS on tcp (`ss -i`), and a socket without them keeps the OS's.
+/// keeps twice what is set), TOS on tcp (`ss --tos`), and a socket without them keeps the OS's.
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sndbuf_rcvbuf_and_tos_are_applied_to_connections() {
@@ -660,53 +660,40 @@ async fn sndbuf_rcvbuf_and_tos_are_applied_to_connections() {
             send(&client, "ping").await;
             assert_eq!(recv_strs(&server).await, ["ping"]);
 
-            let (accepted, connected, other) = match ep.strip_prefix("tcp://") {
+            // Both connections' two ends: (accepting end, connecting end).
+            let ends: Vec<(String, String)> = match ep.strip_prefix("tcp://") {
                 Some(address) => {
+                    // `<recv-q> <send-q> <local> <peer> …`
                     let entries = ss(&["-tnmH", "--tos", "state", "established"]);
                     let accepted: Vec<&String> =
                         entries.iter().filter(|e| e.split_whitespace().nth(2) == Some(address)).collect();
-                    assert_eq!(accepted.len(), 2, "two connections accepted at {address}: {entries:#?}");
-                    let peers: Vec<&str> = accepted.iter().map(|e| e.split_whitespace().nth(3).unwrap()).collect();
-                    let connected: Vec<&String> = peers.iter().map(|p| ss_entry(&entries, 2, p)).collect();
-                    // The connection with the client's buffers is the client's; the other is `plain`'s.
-                    let (mine, theirs) = match skmem(connected[0]) == (180_000, 60_000) {
-                        true => (0, 1),
-                        false => (1, 0),
-                    };
-                    for e in &accepted {
-                        assert!(e.contains("tos:0x28"), "accepted tcp connection with TOS 0x28: {e}");
-                    }
-                    assert!(!connected[mine].contains("tos:0x28"), "{}", connected[mine]);
-                    (accepted[mine].clone(), connected[mine].clone(), connected[theirs].clone())
+                    let peer = |e: &String| e.split_whitespace().nth(3).unwrap().to_owned();
+                    accepted.iter().map(|a| ((*a).clone(), ss_entry(&entries, 2, &peer(a)).clone())).collect()
                 }
                 None => {
+                    // `u_str <recv-q> <send-q> <path> <inode> * <peer inode> …`
                     let path = ep.strip_prefix("ipc://").unwrap();
                     let entries = ss(&["-xmnH", "state", "established"]);
                     let accepted: Vec<&String> =
                         entries.iter().filter(|e| e.split_whitespace().nth(3) == Some(path)).collect();
-                    assert_eq!(accepted.len(), 2, "two connections accepted at {path}: {entries:#?}");
-                    // `u_str 0 0 <path> <inode> * <peer inode>`: the peer is the connecting end.
-                    let peer_of = |e: &String| e.split_whitespace().nth(6).unwrap().to_owned();
-                    let connected: Vec<&String> = accepted
-                        .iter()
-                        .map(|a| {
-                            let inode = peer_of(a);
-                            let found: Vec<&String> =
-                                entries.iter().filter(|e| e.split_whitespace().nth(4) == Some(&inode)).collect();
-                            assert_eq!(found.len(), 1, "the socket of inode {inode}: {entries:#?}");
-                            found[0]
-                        })
-                        .collect();
-                    let (mine, theirs) = match skmem(connected[0]) == (180_000, 60_000) {
-                        true => (0, 1),
-                        false => (1, 0),
-                    };
-                    (accepted[mine].clone(), connected[mine].clone(), connected[theirs].clone())
+                    let peer = |e: &String| e.split_whitespace().nth(6).unwrap().to_owned();
+                    accepted.iter().map(|a| ((*a).clone(), ss_entry(&entries, 4, &peer(a)).clone())).collect()
                 }
             };
-            assert_eq!(skmem(&accepted), (80_000, 140_000), "{transport}, accepting end: {accepted}");
-            assert_eq!(skmem(&connected), (180_000, 60_000), "{transport}, connecting end: {connected}");
-            let (tb, rb) = skmem(&other);
+            assert_eq!(ends.len(), 2, "{transport}: two connections accepted at {ep}: {ends:#?}");
+            // The connection whose connecting end has the client's buffers is the client's; the
+            // other is `plain`'s.
+            let mine = usize::from(skmem(&ends[0].1) != (180_000, 60_000));
+            let ((accepted, connected), (_, other)) = (&ends[mine], &ends[1 - mine]);
+            if transport.starts_with("tcp") {
+                for (accepting, _) in &ends {
+                    assert!(accepting.contains("tos:0x28"), "accepting end with TOS 0x28: {accepting}");
+                }
+                assert!(!connected.contains("tos:0x28"), "the client set no TOS: {connected}");
+            }
+            assert_eq!(skmem(accepted), (80_000, 140_000), "{transport}, accepting end: {accepted}");
+            assert_eq!(skmem(connected), (180_000, 60_000), "{transport}, connecting end: {connected}");
+            let (tb, rb) = skmem(other);
             assert!(tb != 180_000 && rb != 60_000, "{transport}, a socket without the options: {other}");
         }
     })
