@@ -191,7 +191,7 @@ impl Fsm {
     /// Whether the machine may go from PASSIVE to ACTIVE (default true). An application clears it
     /// while it cannot serve as the truth (a passive whose copy of the active's state is still
     /// incomplete): a client's vote is then rejected and a restarted peer (PEER_PRIMARY /
-    /// PEER_BACKUP) leaves it passive. A pair with no eligible server serves nobody — which is
+    /// PEER_BACKUP) leaves it passive (unless [`Fsm::set_confirms_with_restarted_peer`]). A pair with no eligible server serves nobody — which is
     /// right when the only complete state died with the other server.
     ///
     /// ```

@@ -155,7 +155,8 @@ impl Handle {
     /// Whether this server may take over from PASSIVE (default true). The application clears it
     /// while it cannot serve as the truth — say, a passive whose copy of the active's state is not
     /// complete yet: until it is set again, a client's vote is rejected and a restarted peer does
-    /// not make this server active (see [`Fsm::set_eligible`](crate::fsm::Fsm::set_eligible)).
+    /// not make this server active, unless [`set_confirms_with_restarted_peer`](Self::set_confirms_with_restarted_peer)
+    /// (see [`Fsm::set_eligible`](crate::fsm::Fsm::set_eligible)).
     pub fn set_eligible(&self, eligible: bool) {
         self.shared.eligible.store(eligible, Ordering::Relaxed);
     }
@@ -171,7 +172,9 @@ impl Handle {
     /// takes over on a client's vote; on hearing the peer ACTIVE, this server — which did not
     /// take over — yields ([`crate::split`], with healing on) and becomes PASSIVE, and publishes
     /// again. Nothing stops meanwhile: unlike stopping the process, a restart loop cannot bring it
-    /// back ACTIVE before the peer has taken over.
+    /// back ACTIVE before the peer has taken over. If the peer restarts meanwhile (it is heard as
+    /// PRIMARY or BACKUP), this server publishes again: the restarted peer no longer knows why it
+    /// fell silent, and hearing nothing it would wait for good; the application decides anew.
     pub fn fall_silent(&self) {
         self.shared.silent.store(true, Ordering::Relaxed);
     }

@@ -290,8 +290,11 @@ impl BinaryStar {
         let now = Instant::now();
         let revived = clock.heard(now, peer);
         let expiry = clock.expiry();
+        // Heard as PRIMARY or BACKUP after silence or another state: the peer restarted.
+        let mut restarted = false;
         self.shared.update(|s| {
             let changed = revived || s.peer_state != Some(peer);
+            restarted = changed && matches!(peer, State::Primary | State::Backup);
             s.peer = clock.liveness();
             s.peer_state = Some(peer);
             s.last_heard = Some(now);
@@ -301,6 +304,12 @@ impl BinaryStar {
         if revived {
             tracing::info!(side = %self.config.side, peer = %peer, "peer alive");
             self.outbox.send(Notice::PeerAlive(peer));
+        }
+        if restarted && self.shared.silent.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            // It no longer knows why this server fell silent, and hearing nothing it would wait
+            // for good (see `Handle::fall_silent`). A late copy of the state it had before we
+            // fell silent is no change, and leaves us silent.
+            tracing::info!(side = %self.config.side, peer = %peer, "the peer restarted: publishing our state again");
         }
         self.sync_eligibility();
         let outcome = self.fsm.handle(Event::from_peer(peer), false)?;

@@ -145,3 +145,27 @@ async fn a_silent_active_is_taken_over_and_then_yields() {
     })
     .await;
 }
+
+/// A silent active whose peer restarts speaks again. The restarted peer no longer knows why this
+/// server fell silent (say, it had been told its state was newer, and lost that with the restart);
+/// hearing nothing, a BACKUP would wait for good, as would a PRIMARY that may not start alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_active_speaks_again_when_its_peer_restarts() {
+    bounded(async {
+        let heartbeat = MS(50);
+        let eps = PairEndpoints::new();
+        let primary = Node::start(eps.primary(heartbeat).heal_split_brain(true)).await;
+        let backup = Node::start(eps.backup(heartbeat).heal_split_brain(true)).await;
+        primary.wait("primary ACTIVE", |s| s.state == State::Active).await;
+        backup.wait("backup PASSIVE, primary heard", |s| s.state == State::Passive && s.peer == Liveness::Alive).await;
+
+        primary.handle.fall_silent();
+        backup.kill().await;
+        let backup = Node::start(eps.backup(heartbeat).heal_split_brain(true)).await;
+        backup.wait("the restarted backup hears the primary and stands by", |s| s.state == State::Passive).await;
+        assert!(!primary.handle.is_silent(), "speaking again");
+        assert_eq!(primary.status().state, State::Active);
+        assert!(primary.status().running && backup.status().running);
+    })
+    .await;
+}

@@ -202,6 +202,99 @@ async fn a_restarted_primary_and_a_passive_without_a_copy_do_not_wait_for_each_o
     .await;
 }
 
+/// The same passive without a copy, as it compares maps with the restarted primary (which cannot
+/// follow either: its peer's CHP address serves nothing, so it never sends its PEERSYNC?): the
+/// primary dies again. Even with `start_alone`, the backup does not serve its old journal as the
+/// truth — that would have outranked the primary's newer map under a new epoch when it returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passive_without_a_copy_does_not_serve_alone_when_the_restarted_peer_dies_again() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let (primary, backup) = formed(&ports, &a, &b).await;
+        let client = synced_client(&ports).await;
+        let first = write(&client, "one", 10).await;
+        step("backup followed", backup.wait_for(|s| s.sequence == first)).await.unwrap();
+        backup.close().await;
+        let nowhere = || chp::ServerAddress::new("127.0.0.1", free_ports(1)[0]).unwrap();
+
+        let mut config = ports.config(Side::Backup);
+        config.server.data_dir = Some(b.path().to_owned());
+        config.peer = nowhere();
+        config.start_alone = true;
+        let backup = HaServer::bind(config).await.unwrap();
+        step("backup passive", backup.wait_for(|s| s.state == State::Passive)).await.unwrap();
+        write(&client, "two", 10).await;
+        client.close().await;
+        primary.close().await;
+
+        let mut config = ports.config(Side::Primary);
+        config.server.data_dir = Some(a.path().to_owned());
+        config.peer = nowhere();
+        let primary = HaServer::bind(config).await.unwrap();
+        step("the backup goes active to compare", backup.wait_for(|s| s.state == State::Active)).await.unwrap();
+        // Events from here on (the first call hands over every event since the bind: skip them).
+        let mut events = backup.events();
+        while events.try_next().is_some() {}
+        primary.close().await;
+        loop {
+            match step("the backup finds the primary silent", events.next()).await {
+                Some(chp::server::ha::HaEvent::PeerSilent) => break,
+                Some(chp::server::ha::HaEvent::BecameActive { .. }) => {
+                    panic!("the backup served its old journal as the truth")
+                }
+                Some(_) => {}
+                None => panic!("the backup stopped"),
+            }
+        }
+        assert_eq!(backup.state(), State::Active, "still comparing: it serves nothing");
+        assert_eq!(backup.status().sequence, first, "its map is its old journal's");
+        backup.close().await;
+    })
+    .await;
+}
+
+/// The older server stood aside (fell silent) for its newer peer, which then restarted before
+/// taking over, and lost the answer that said its map was newer. Before, the pair waited for
+/// good: the restarted peer never heard the silent server, and the silent server never spoke
+/// again. Now Binary Star speaks again when its peer restarts, the maps are compared anew, and the
+/// newer map is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newer_peer_restarting_while_the_older_stands_aside_is_compared_again() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let (primary, backup) = formed(&ports, &a, &b).await;
+        let client = synced_client(&ports).await;
+        write(&client, "one", 10).await;
+        primary.close().await;
+        write(&client, "two", 10).await;
+        client.close().await;
+        backup.close().await;
+
+        // Both back, no client yet (nobody votes): the primary stands aside for the newer backup.
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        step("the primary stands aside", async {
+            while !primary.star().is_silent() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        // The backup restarts before any client voted for it.
+        backup.close().await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        let client = synced_client(&ports).await;
+        assert!(matches!(client.status(), Status::Active(a) if a == ports.backup));
+        holds(&client, "one", 10);
+        holds(&client, "two", 10);
+        client.close().await;
+        primary.close().await;
+        backup.close().await;
+    })
+    .await;
+}
+
 /// A PEERSYNC? claiming the largest epoch (anyone who reaches the snapshot port can send one) does
 /// not overflow the epoch arithmetic: the active keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -700,6 +700,26 @@ async fn sndbuf_rcvbuf_and_tos_are_applied_to_connections() {
     .await
 }
 
+/// TOS marks an IPv4 client's connection to a dual-stack (IPV6 `*`) listener: its accepted socket
+/// is an IPv6 one carrying IPv4 traffic, which goes by IP_TOS, not the IPv6 traffic class.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tos_marks_ipv4_clients_of_a_dual_stack_listener() {
+    bounded(async {
+        let server = Socket::new(SocketType::Pull);
+        server.set_ipv6(true);
+        server.set_tos(0x28);
+        let ep = server.bind("tcp://*:*").await.expect("bind the IPv6 wildcard");
+        let port = ep.rsplit(':').next().unwrap();
+        let client = Socket::new(SocketType::Push);
+        connect_live(&client, &format!("tcp://127.0.0.1:{port}")).await;
+        let entries = ss(&["-tnmH", "--tos", "state", "established"]);
+        let accepted = ss_entry(&entries, 2, &format!("[::ffff:127.0.0.1]:{port}"));
+        assert!(accepted.contains("tos:0x28"), "the IPv4 traffic is marked: {accepted}");
+    })
+    .await
+}
+
 /// Sockets start on one shared copy of the default options (a socket that changes none holds
 /// none of its own): an option set on one socket is that socket's alone, before and after others
 /// are made, and a CONNECT_ROUTING_ID is still taken by the next connect only.

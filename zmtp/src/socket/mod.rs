@@ -796,19 +796,24 @@ impl Socket {
         tcp_keepalive_cnt, set_tcp_keepalive_cnt, tcp_keepalive_cnt: Option<u32>);
     option!(
         /// ZMQ_SNDBUF: the kernel send buffer (SO_SNDBUF) of each tcp and ipc connection made
-        /// after it is set, in bytes. `None` (libzmq's -1) keeps the OS default; the OS may round
-        /// the size or cap it (Linux: doubles it, at most `net.core.wmem_max`). libzmq applies it
-        /// to tcp only.
+        /// after it is set, in bytes, set as the connection is established. `None` (libzmq's -1)
+        /// keeps the OS default; the OS may round the size or cap it (Linux: doubles it, at most
+        /// `net.core.wmem_max`). libzmq applies it to tcp only. Over ipc on Linux this buffer is
+        /// what bounds the bytes in flight (large messages: see the README's performance notes).
         sndbuf, set_sndbuf, sndbuf: Option<usize>);
     option!(
         /// ZMQ_RCVBUF: the kernel receive buffer (SO_RCVBUF) of each tcp and ipc connection made
-        /// after it is set, in bytes. `None` (libzmq's -1) keeps the OS default; the OS may round
-        /// the size or cap it (Linux: doubles it, at most `net.core.rmem_max`). libzmq applies it
-        /// to tcp only.
+        /// after it is set, in bytes, set as the connection is established (libzmq sets it before
+        /// `connect`/`listen`, where it can also bound the TCP window scale the handshake agrees
+        /// on). `None` (libzmq's -1) keeps the OS default; the OS may
+        /// round the size or cap it (Linux: doubles it, at most `net.core.rmem_max`). libzmq
+        /// applies it to tcp only; over ipc Linux's flow control does not use it.
         rcvbuf, set_rcvbuf, rcvbuf: Option<usize>);
     option!(
-        /// ZMQ_TOS: the IP type-of-service byte (IPv6: the traffic class) of each tcp connection
-        /// made after it is set. 0, the default, leaves the OS's.
+        /// ZMQ_TOS: the IP type-of-service byte of each tcp connection made after it is set (IPv6:
+        /// the traffic class too; a dual-stack socket's IPv4 traffic is marked as well). Set as
+        /// the connection is established, so unlike libzmq's its handshake's first packets go
+        /// unmarked. 0, the default, leaves the OS's.
         tos, set_tos, tos: u32);
 
     /// ZMQ_PLAIN_SERVER: be the PLAIN server; handshakes are checked by the

@@ -24,11 +24,13 @@ where
     socket2::SockRef<'s>: From<&'s S>,
 {
     let sock = socket2::SockRef::from(stream);
+    // The kernel takes a C int: a larger size would wrap (to 0 at 4 GiB), not saturate.
+    let int = |size: usize| size.min(i32::MAX as usize);
     if let Some(size) = opts.sndbuf {
-        sock.set_send_buffer_size(size)?;
+        sock.set_send_buffer_size(int(size))?;
     }
     if let Some(size) = opts.rcvbuf {
-        sock.set_recv_buffer_size(size)?;
+        sock.set_recv_buffer_size(int(size))?;
     }
     Ok(())
 }

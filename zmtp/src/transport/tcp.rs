@@ -97,19 +97,20 @@ pub(super) fn configure(stream: &TcpStream) {
     let _ = stream.set_nodelay(true);
 }
 
-/// Applies ZMQ_TOS (0 leaves the OS's), as IP_TOS or, on an IPv6 connection, IPV6_TCLASS.
+/// Applies ZMQ_TOS (0 leaves the OS's), as libzmq does: IP_TOS always (it also marks the IPv4
+/// traffic of a dual-stack IPv6 socket), then IPV6_TCLASS on an IPv6 socket where the OS has it.
 pub(crate) fn set_tos(stream: &TcpStream, tos: u32) -> io::Result<()> {
     if tos == 0 {
         return Ok(());
     }
     let sock = socket2::SockRef::from(stream);
+    let ip_tos = sock.set_tos_v4(tos);
     if stream.local_addr()?.is_ipv4() {
-        return sock.set_tos_v4(tos);
+        return ip_tos;
     }
     #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "freebsd"))]
-    return sock.set_tclass_v6(tos);
-    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "freebsd")))]
-    return Err(io::Error::new(io::ErrorKind::Unsupported, "IPv6 traffic class on this OS"));
+    sock.set_tclass_v6(tos)?;
+    Ok(())
 }
 
 /// Applies ZMQ_TCP_KEEPALIVE and its IDLE/INTVL/CNT companions (`None` leaves the OS default).

@@ -422,7 +422,10 @@ impl Driver {
             Notice::Request(msg) => self.on_request(msg).await?,
             Notice::PeerAlive(state) => self.emit(HaEvent::PeerAlive(state)),
             Notice::PeerSilent => {
-                if self.confirming && self.config.start_alone && !self.yielding {
+                // (Not a server that went active from PASSIVE without a complete copy, only to
+                // compare with a restarted peer: it waits.)
+                let ours_is_whole = self.holds_truth || !self.was_passive;
+                if self.confirming && self.config.start_alone && !self.yielding && ours_is_whole {
                     tracing::warn!("the peer went silent before saying how new its map is: serving ours (start_alone)");
                     self.finish_promotion(None).await?;
                 } else if self.confirming {
@@ -454,6 +457,12 @@ impl Driver {
     /// that decides whether we serve ours (and the peer copies it) or stop for the peer's newer
     /// one.
     async fn on_request(&mut self, msg: Message) -> Result<(), HaError> {
+        if self.yielding && !self.star.is_silent() {
+            // Binary Star speaks again: the peer restarted and lost our NEWER answer with it
+            // (see `bstar::Handle::fall_silent`). Its next PEERSYNC? decides anew.
+            self.yielding = false;
+            tracing::info!("the peer restarted while this server stood aside for it: comparing maps again");
+        }
         let mut peersync = msg.frames().get(1..).and_then(parse_peersync);
         if peersync.is_some() && !self.sent_by_peer(&msg) {
             // Under CURVE only the peer's key may say how new "the peer's" map is: a client's
@@ -542,6 +551,14 @@ impl Driver {
         if self.persist.is_some() && !self.newer_than_peer && self.star.status().peer == bstar::Liveness::Alive {
             self.role = State::Active;
             self.confirming = true;
+            if let Some(follower) = self.follower.take() {
+                // Active from PASSIVE because the peer restarted: the maps are compared as
+                // journaled, and a copy of the peer's old map that was still arriving is dropped.
+                if matches!(follower.phase, Phase::Syncing { .. }) {
+                    tracing::info!("dropped the unfinished copy of the peer's map: the peer restarted");
+                }
+                follower.close();
+            }
             tracing::info!("active: waiting for the peer to say how new its map is");
             return Ok(());
         }

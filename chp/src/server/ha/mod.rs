@@ -26,7 +26,8 @@
 //!   rejects votes and stays passive when its peer restarts ([`bstar::Handle::set_eligible`]),
 //!   and logs why (a durable one does go active when its peer restarts, but only to confirm, as
 //!   below: it serves only if its journal's map is at least as new as the restarted peer's, and
-//!   otherwise steps aside for it). If the active dies then, the pair serves nobody — clients keep the maps they
+//!   otherwise steps aside for it; should the peer die again first, it waits for it even with
+//!   [`HaConfig::start_alone`]). If the active dies then, the pair serves nobody — clients keep the maps they
 //!   hold and one-shot commands fail — rather than serve a partial map as the truth; with both
 //!   copies gone, restarting both servers starts over from an empty map. (A server promoted in the
 //!   middle of a re-sync after a gap, which held a complete copy before, starts from what it has
@@ -43,8 +44,9 @@
 //!   nothing until it has it. If the peer's map is newer it answers
 //!   [`PEER_NEWER`](crate::command::PEER_NEWER) and falls silent (no Binary Star state, no HUGZ:
 //!   [`bstar::Handle::fall_silent`]); the peer, finding it silent, takes over on a client's vote,
-//!   and the silent server, hearing the peer ACTIVE, yields ([`bstar::split`]) and follows it. It
-//!   does not stop: a stopped server that a service manager restarted at once came back ACTIVE
+//!   and the silent server, hearing the peer ACTIVE, yields ([`bstar::split`]) and follows it (if
+//!   the peer restarts first, and so forgets the answer, Binary Star speaks again and the two
+//!   compare anew). It does not stop: a stopped server that a service manager restarted at once came back ACTIVE
 //!   before its peer had found it silent, and stopped again. A durable primary restarted alone waits for
 //!   its peer unless [`HaConfig::start_alone`]. Under CURVE only the peer's key may say how new
 //!   its map is (another key's `PEERSYNC?` is a client's request); without it nothing is
