@@ -281,9 +281,16 @@ async fn the_newer_peer_restarting_while_the_older_stands_aside_is_compared_agai
             }
         })
         .await;
-        // The backup restarts before any client voted for it.
+        // The backup restarts before any client voted for it. The two compare again on their own
+        // (no client asks anything) and the backup learns that its map is newer.
         backup.close().await;
         let backup = bind(&ports, Side::Backup, &b).await;
+        step("the restarted backup learns its map is newer", async {
+            while !backup.star().eligible() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
         let client = synced_client(&ports).await;
         assert!(matches!(client.status(), Status::Active(a) if a == ports.backup));
         holds(&client, "one", 10);

@@ -328,8 +328,10 @@ impl Driver {
                     while self.welcome.first().is_some_and(|w| *w <= now) {
                         self.welcome.pop_first();
                     }
-                    if !self.yielding {
-                        // (Silent while yielding: clients move to the peer sooner.)
+                    if !self.star.is_silent() {
+                        // (Silent while standing aside: clients move to the peer sooner. Binary
+                        // Star speaks again when the peer restarts, and so do we, for the
+                        // restarted peer's follower to prove its subscription and ask again.)
                         self.shared.stats.hugz.inc();
                         let sequence = self.shared.lock().sequence();
                         let _ = self.publisher.send(hugz_message(sequence)).await;
@@ -457,12 +459,6 @@ impl Driver {
     /// that decides whether we serve ours (and the peer copies it) or stop for the peer's newer
     /// one.
     async fn on_request(&mut self, msg: Message) -> Result<(), HaError> {
-        if self.yielding && !self.star.is_silent() {
-            // Binary Star speaks again: the peer restarted and lost our NEWER answer with it
-            // (see `bstar::Handle::fall_silent`). Its next PEERSYNC? decides anew.
-            self.yielding = false;
-            tracing::info!("the peer restarted while this server stood aside for it: comparing maps again");
-        }
         let mut peersync = msg.frames().get(1..).and_then(parse_peersync);
         if peersync.is_some() && !self.sent_by_peer(&msg) {
             // Under CURVE only the peer's key may say how new "the peer's" map is: a client's
@@ -483,12 +479,21 @@ impl Driver {
             };
             let ours = self.freshness();
             if theirs.is_some_and(|theirs| theirs > ours) {
+                if self.star.peer_state() != Some(State::Passive) {
+                    // Said by a peer not heard PASSIVE yet (late), or by its previous process (it
+                    // restarted since): falling silent now could leave a restarted peer waiting
+                    // for good. It asks again after each peer_sync_timeout.
+                    return Ok(());
+                }
                 // The peer takes over once it has this answer (it asks again after each
                 // peer_sync_timeout while it has not: each ask is answered).
                 let identity = msg.frames()[0].clone();
                 let answer = Message::from(vec![identity, bytes::Bytes::from_static(PEER_NEWER.as_bytes())]);
                 let _ = self.star.voter().send(answer).await;
-                if !self.yielding {
+                // Silent again if Binary Star spoke again because the peer restarted meanwhile
+                // (it lost the answer with it: see `bstar::Handle::fall_silent`).
+                let speaking = !self.star.is_silent() && self.star.state() == State::Active;
+                if !self.yielding || speaking {
                     // Fall silent rather than stop: the peer, finding us silent, takes over on a
                     // client's vote, and we yield to it on hearing it ACTIVE (split-brain healing)
                     // and follow. A stopped server restarted at once (a service manager) came back

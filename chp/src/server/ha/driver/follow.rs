@@ -150,17 +150,16 @@ impl Driver {
     }
 
     pub(super) fn sync_timed_out(&mut self) {
-        let Some(follower) = self.follower.as_mut() else { return };
-        if let Some(dealer) = follower.dealer.take() {
-            tokio::spawn(dealer.close());
-        }
-        follower.phase = Phase::Proving;
         self.stats.peer_sync_timeouts += 1;
         tracing::warn!(
             peer = %self.config.peer,
             timeout = ?self.config.peer_sync_timeout,
             "no progress on the peer's snapshot; asking again"
         );
+        // At once, on a fresh socket: the subscription was proven before the first ask, and an
+        // active that stands aside for us publishes nothing that would prove it again (its NEWER
+        // answer may be what was lost). A gap in what follows starts another copy.
+        self.request_snapshot(Vec::new());
     }
 
     /// A message from the active's publisher.
