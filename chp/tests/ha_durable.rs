@@ -302,6 +302,47 @@ async fn the_newer_peer_restarting_while_the_older_stands_aside_is_compared_agai
     .await;
 }
 
+/// As above, but the backup comes back with its data directory replaced (empty): its map is no
+/// longer newer. The primary, which stood aside for the map the backup had, serves its own, and
+/// the backup copies it. (Before, the primary kept standing aside and the pair served nobody.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_restarts_with_an_older_map_than_it_had_is_compared_again() {
+    bounded(async {
+        let ports = PairPorts::new();
+        let (a, b) = (DataDir::new(), DataDir::new());
+        let (primary, backup) = formed(&ports, &a, &b).await;
+        let client = synced_client(&ports).await;
+        write(&client, "one", 10).await;
+        primary.close().await;
+        write(&client, "two", 10).await;
+        client.close().await;
+        backup.close().await;
+
+        let primary = bind(&ports, Side::Primary, &a).await;
+        let backup = bind(&ports, Side::Backup, &b).await;
+        step("the primary stands aside", async {
+            while !primary.star().is_silent() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        backup.close().await;
+        let emptied = DataDir::new();
+        let backup = bind(&ports, Side::Backup, &emptied).await;
+        step("the backup copies the primary's map", backup.wait_for(|s| s.state == State::Passive && s.peer_synced))
+            .await
+            .unwrap();
+        let client = synced_client(&ports).await;
+        assert!(matches!(client.status(), Status::Active(a) if a == ports.primary));
+        holds(&client, "one", 10);
+        assert_eq!(primary.map(), backup.map());
+        client.close().await;
+        primary.close().await;
+        backup.close().await;
+    })
+    .await;
+}
+
 /// A PEERSYNC? claiming the largest epoch (anyone who reaches the snapshot port can send one) does
 /// not overflow the epoch arithmetic: the active keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -447,6 +447,9 @@ impl Driver {
                 } else if self.role == State::Passive {
                     tracing::warn!("the active peer is silent; waiting for a client to vote");
                 }
+                if self.role == State::Passive && !self.peer_synced {
+                    self.ask_silent_peer();
+                }
                 self.emit(HaEvent::PeerSilent)
             }
             _ => {}
@@ -510,8 +513,17 @@ impl Driver {
                 return Ok(());
             }
             if self.yielding {
-                // Silent for a peer that said its map is newer: no promotion on another's word.
-                return Ok(());
+                let restarted = !self.star.is_silent()
+                    && self.star.state() == State::Active
+                    && self.star.peer_state() == Some(State::Passive);
+                if !restarted {
+                    // Silent for a peer that said its map is newer: no promotion on another's word.
+                    return Ok(());
+                }
+                // Binary Star spoke again because the peer restarted, and its map is no longer
+                // newer than ours (its disk was replaced, say): we serve, and it copies ours.
+                tracing::warn!(ours = ?ours, theirs = ?theirs, "the restarted peer's map is no newer than ours now");
+                self.yielding = false;
             }
             self.finish_promotion(theirs.map(|f| f.epoch)).await?;
         } else if let (Some(Some(theirs)), Some(_)) = (peersync, &self.persist) {

@@ -113,13 +113,13 @@ impl Driver {
         // only if its own is at least as new.
         let request = peersync_message(self.persist.is_some().then(|| self.freshness()));
         let Some(follower) = self.follower.as_mut() else { return };
+        if let Some(old) = follower.dealer.take() {
+            tokio::spawn(old.close());
+        }
         if self.star.peer_state() != Some(State::Active) {
             // Only the active has a map to give (and only its vote is safe to ask for).
             follower.phase = Phase::Proving;
             return;
-        }
-        if let Some(old) = follower.dealer.take() {
-            tokio::spawn(old.close());
         }
         let dealer = Socket::new(SocketType::Dealer);
         dealer.set_linger(Some(Duration::ZERO));
@@ -151,15 +151,36 @@ impl Driver {
 
     pub(super) fn sync_timed_out(&mut self) {
         self.stats.peer_sync_timeouts += 1;
-        tracing::warn!(
-            peer = %self.config.peer,
-            timeout = ?self.config.peer_sync_timeout,
-            "no progress on the peer's snapshot; asking again"
-        );
-        // At once, on a fresh socket: the subscription was proven before the first ask, and an
-        // active that stands aside for us publishes nothing that would prove it again (its NEWER
-        // answer may be what was lost). A gap in what follows starts another copy.
-        self.request_snapshot(Vec::new());
+        if let Some(suppressed) = zmtp::throttle::allow("chp: peer snapshot timed out") {
+            tracing::warn!(
+                peer = %self.config.peer,
+                timeout = ?self.config.peer_sync_timeout,
+                suppressed,
+                "no progress on the peer's snapshot; asking again"
+            );
+        }
+        if self.star.status().peer == bstar::Liveness::Alive {
+            // Once its publisher is heard again (the subscription proven anew: it may be
+            // reconnecting, and what it misses meanwhile is in no snapshot asked for before).
+            if let Some(follower) = self.follower.as_mut() {
+                if let Some(dealer) = follower.dealer.take() {
+                    tokio::spawn(dealer.close());
+                }
+                follower.phase = Phase::Proving;
+            }
+        } else {
+            // A silent peer publishes nothing that would prove it: ask at once. (It may be an
+            // active that stands aside for us, whose NEWER answer was lost.)
+            self.request_snapshot(Vec::new());
+        }
+    }
+
+    /// The peer went silent: a copy that waits for proof from its publisher asks at once, for the
+    /// same reason as [`Driver::sync_timed_out`].
+    pub(super) fn ask_silent_peer(&mut self) {
+        if self.follower.as_ref().is_some_and(|f| matches!(f.phase, Phase::Proving)) {
+            self.request_snapshot(Vec::new());
+        }
     }
 
     /// A message from the active's publisher.
