@@ -327,6 +327,12 @@ async fn a_peer_that_restarts_with_an_older_map_than_it_had_is_compared_again() 
         })
         .await;
         backup.close().await;
+        // The epoch of the map the primary stood aside for (the `epoch` file: u64 BE, then a CRC).
+        let epoch = |dir: &DataDir| {
+            let bytes = std::fs::read(dir.path().join("epoch")).expect("an epoch file");
+            u64::from_be_bytes(bytes[..8].try_into().unwrap())
+        };
+        let discarded = epoch(&b);
         let emptied = DataDir::new();
         let backup = bind(&ports, Side::Backup, &emptied).await;
         step("the backup copies the primary's map", backup.wait_for(|s| s.state == State::Passive && s.peer_synced))
@@ -336,6 +342,8 @@ async fn a_peer_that_restarts_with_an_older_map_than_it_had_is_compared_again() 
         assert!(matches!(client.status(), Status::Active(a) if a == ports.primary));
         holds(&client, "one", 10);
         assert_eq!(primary.map(), backup.map());
+        // Served from now on above the discarded map, were it ever restored.
+        assert!(epoch(&a) > discarded, "epoch {} is not above the discarded map's {discarded}", epoch(&a));
         client.close().await;
         primary.close().await;
         backup.close().await;

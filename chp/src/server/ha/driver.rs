@@ -158,6 +158,7 @@ pub(super) fn spawn(
         confirming: false,
         newer_than_peer: false,
         yielding: false,
+        stood_aside_for_epoch: 0,
         journal_error: None,
         sequences: SequenceFrames::default(),
     };
@@ -199,6 +200,10 @@ struct Driver {
     /// Confirming, we learned the peer's map is newer and fell silent (Binary Star state and
     /// HUGZ) so that it takes over; we then yield to it and follow (see [`Driver::on_request`]).
     yielding: bool,
+    /// The epoch of the map we stood aside for (while `yielding`): a promotion after all (the
+    /// peer came back with an older map) starts above it, so that map, were it ever restored,
+    /// sorts below what we serve from then on.
+    stood_aside_for_epoch: u64,
     /// A followed update could not be journaled: the server stops after the batch.
     journal_error: Option<JournalError>,
     /// Where the KVPUBs' sequence frames are cut from.
@@ -496,6 +501,7 @@ impl Driver {
                 // Silent again if Binary Star spoke again because the peer restarted meanwhile
                 // (it lost the answer with it: see `bstar::Handle::fall_silent`).
                 let speaking = !self.star.is_silent() && self.star.state() == State::Active;
+                self.stood_aside_for_epoch = theirs.map_or(0, |f| f.epoch).max(self.stood_aside_for_epoch);
                 if !self.yielding || speaking {
                     // Fall silent rather than stop: the peer, finding us silent, takes over on a
                     // client's vote, and we yield to it on hearing it ACTIVE (split-brain healing)
@@ -524,6 +530,9 @@ impl Driver {
                 // newer than ours (its disk was replaced, say): we serve, and it copies ours.
                 tracing::warn!(ours = ?ours, theirs = ?theirs, "the restarted peer's map is no newer than ours now");
                 self.yielding = false;
+                let epoch = theirs.map_or(0, |f| f.epoch).max(std::mem::take(&mut self.stood_aside_for_epoch));
+                self.finish_promotion(Some(epoch)).await?;
+                return Ok(());
             }
             self.finish_promotion(theirs.map(|f| f.epoch)).await?;
         } else if let (Some(Some(theirs)), Some(_)) = (peersync, &self.persist) {

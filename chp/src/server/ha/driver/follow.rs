@@ -62,6 +62,7 @@ impl Driver {
         // An active yielding to a newer peer's map (or healing a split brain) stops confirming.
         self.confirming = false;
         self.yielding = false;
+        self.stood_aside_for_epoch = 0;
         self.was_passive = true;
         self.peer_synced = false;
         self.newer_than_peer = false;
