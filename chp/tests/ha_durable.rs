@@ -254,6 +254,31 @@ async fn a_passive_without_a_copy_does_not_serve_alone_when_the_restarted_peer_d
     .await;
 }
 
+/// The primary writes `/one/0..10`, dies; the backup takes over and writes `/two/0..10`, dies.
+/// Both come back, no client yet (nobody votes): the primary, holding the older map, stands aside
+/// (falls silent) for the backup. Then the backup stops before anyone voted for it. Returns the
+/// primary, still standing aside.
+async fn primary_stands_aside_for_the_backup(ports: &PairPorts, a: &DataDir, b: &DataDir) -> HaServer {
+    let (primary, backup) = formed(ports, a, b).await;
+    let client = synced_client(ports).await;
+    write(&client, "one", 10).await;
+    primary.close().await;
+    write(&client, "two", 10).await;
+    client.close().await;
+    backup.close().await;
+
+    let primary = bind(ports, Side::Primary, a).await;
+    let backup = bind(ports, Side::Backup, b).await;
+    step("the primary stands aside", async {
+        while !primary.star().is_silent() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    backup.close().await;
+    primary
+}
+
 /// The older server stood aside (fell silent) for its newer peer, which then restarted before
 /// taking over, and lost the answer that said its map was newer. Before, the pair waited for
 /// good: the restarted peer never heard the silent server, and the silent server never spoke
@@ -264,26 +289,9 @@ async fn the_newer_peer_restarting_while_the_older_stands_aside_is_compared_agai
     bounded(async {
         let ports = PairPorts::new();
         let (a, b) = (DataDir::new(), DataDir::new());
-        let (primary, backup) = formed(&ports, &a, &b).await;
-        let client = synced_client(&ports).await;
-        write(&client, "one", 10).await;
-        primary.close().await;
-        write(&client, "two", 10).await;
-        client.close().await;
-        backup.close().await;
-
-        // Both back, no client yet (nobody votes): the primary stands aside for the newer backup.
-        let primary = bind(&ports, Side::Primary, &a).await;
-        let backup = bind(&ports, Side::Backup, &b).await;
-        step("the primary stands aside", async {
-            while !primary.star().is_silent() {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
-        })
-        .await;
+        let primary = primary_stands_aside_for_the_backup(&ports, &a, &b).await;
         // The backup restarts before any client voted for it. The two compare again on their own
         // (no client asks anything) and the backup learns that its map is newer.
-        backup.close().await;
         let backup = bind(&ports, Side::Backup, &b).await;
         step("the restarted backup learns its map is newer", async {
             while !backup.star().eligible() {
@@ -310,23 +318,7 @@ async fn a_peer_that_restarts_with_an_older_map_than_it_had_is_compared_again() 
     bounded(async {
         let ports = PairPorts::new();
         let (a, b) = (DataDir::new(), DataDir::new());
-        let (primary, backup) = formed(&ports, &a, &b).await;
-        let client = synced_client(&ports).await;
-        write(&client, "one", 10).await;
-        primary.close().await;
-        write(&client, "two", 10).await;
-        client.close().await;
-        backup.close().await;
-
-        let primary = bind(&ports, Side::Primary, &a).await;
-        let backup = bind(&ports, Side::Backup, &b).await;
-        step("the primary stands aside", async {
-            while !primary.star().is_silent() {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
-        })
-        .await;
-        backup.close().await;
+        let primary = primary_stands_aside_for_the_backup(&ports, &a, &b).await;
         // The epoch of the map the primary stood aside for (the `epoch` file: u64 BE, then a CRC).
         let epoch = |dir: &DataDir| {
             let bytes = std::fs::read(dir.path().join("epoch")).expect("an epoch file");
