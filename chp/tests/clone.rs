@@ -696,7 +696,15 @@ async fn a_quiet_servers_hugz_proves_the_snapshot_so_one_is_enough() {
 async fn writes_held_through_a_resync_go_out_in_submission_order() {
     bounded(async {
         let fake = Fake::bind().await;
-        let client = Client::start(options(&fake.address, "")).unwrap();
+        // This fake sends no HUGZ: a long server TTL keeps the client on it, and a short
+        // retransmit covers a probe the client's PUB drops because the fake collector's
+        // subscription reached it late (slow joiner). With the common options' 1 s TTL and 3 s
+        // retransmit, CI saw the client give the silent fake up before retransmitting, and the
+        // probe never came.
+        let client = Client::start(
+            options(&fake.address, "").server_ttl(Duration::from_secs(60)).set_timing(Duration::from_millis(200), STEP),
+        )
+        .unwrap();
         let (id, _) = fake.await_icanhaz().await;
         fake.reply(&id, &[], 6).await;
         step("sync", client.loaded()).await.unwrap();
