@@ -54,6 +54,20 @@ async fn set_get_del_dump() {
     .await;
 }
 
+/// The server runs on one thread by default (every other test here); `--threads N` runs it on a
+/// pool of N, with the same behaviour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_on_a_pool_of_threads_serves_the_same() {
+    bounded(async {
+        let s = spawn_server(&["--port", "0", "--hugz-ms", "50", "--threads", "2"]).await;
+        ok(&s, &["set", "/a/x", "1"]).await;
+        ok(&s, &["set", "/a/y", "2"]).await;
+        ok(&s, &["del", "/a/x"]).await;
+        assert_eq!(ok(&s, &["dump"]).await, "/a/y=2\n");
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_with_ttl_expires() {
     bounded(async {
@@ -136,8 +150,9 @@ async fn human_readable_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_errors_exit_2_and_failures_exit_1() {
     bounded(async {
-        let usage: [&[&str]; 6] = [
+        let usage: [&[&str]; 7] = [
             &["no-such-command"],
+            &["server", "--threads", "0"],
             &["set", "k", "v", "--ttl", "-1"],
             &["server", "--state", "tcp://*:5003"],
             &["server", "--primary", "--port", "0"],

@@ -68,7 +68,7 @@ enum Cmd {
         #[arg(long, default_value_t = 1 << 20)]
         max_value: usize,
         /// Keep the map in this directory: a restarted server serves the map, ttl deadlines and
-        /// sequence it had (single server only, for now)
+        /// sequence it had (a pair: give both servers one; see the README's "A durable pair")
         #[arg(long, value_name = "DIR", help_heading = "Durability")]
         data_dir: Option<std::path::PathBuf>,
         /// When updates reach the disk: `always` (fsync before an update is published: nothing
@@ -81,6 +81,13 @@ enum Cmd {
         /// authentication: bind it to loopback or a management network)
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
+        /// Threads that run the server: 1 (the default, as libzmq's one I/O thread) or a pool of
+        /// N. Every update goes through the one task that owns the map, so more threads mostly
+        /// add wake-ups between them (2 cores: CPU per update 0.9 µs on 1 thread, 1.3-1.5 on 2;
+        /// 8 KiB per connected client against 15-22), but a pool accepts a crowd of connecting
+        /// clients faster (9,800 in 4.0 s against 6.5). Durable writes have their own thread.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        threads: u16,
         #[command(flatten)]
         pair: Pair,
         #[command(flatten)]
@@ -287,9 +294,32 @@ fn usage(message: impl Into<String>) -> Failure {
     Failure::Usage(message.into())
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The server's thread count is its own option; a client command needs one thread.
+    let threads = match &cli.command {
+        Cmd::Server { threads, .. } => usize::from(*threads),
+        _ => 1,
+    };
+    let mut builder = match threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+    };
+    let runtime = match builder.enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("chp: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(cli_main(cli))
+}
+
+async fn cli_main(cli: Cli) -> ExitCode {
     // What a server does (listening, roles, the peer) is said once, as a line on stdout; the log
     // (stderr) carries what goes wrong, so its default is `warn` (`RUST_LOG=info` adds the
     // library's own account of the same events). Client commands report connection problems
@@ -311,7 +341,7 @@ async fn main() -> ExitCode {
 
 async fn run(cmd: Cmd) -> Fallible<ExitCode> {
     match cmd {
-        Cmd::Server { port, bind, hugz_ms, max_value, data_dir, durability, metrics, pair, security } => {
+        Cmd::Server { port, bind, hugz_ms, max_value, data_dir, durability, metrics, threads: _, pair, security } => {
             let curve = security.curve(pair.side().is_some())?;
             let metrics = match metrics {
                 Some(addr) => Some(
