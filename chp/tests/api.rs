@@ -76,3 +76,17 @@ async fn a_set_outside_the_subtree_is_refused() {
     })
     .await;
 }
+
+/// A zero interval would make a server spin (HUGZ, or a pair's copy asked for again without
+/// pause): refused at bind, as a typed error, before any socket is opened.
+#[tokio::test]
+async fn zero_intervals_are_refused_at_bind() {
+    let config = ServerConfig { bind: "127.0.0.1".into(), hugz_interval: Duration::ZERO, ..ServerConfig::default() };
+    assert!(matches!(Server::bind(config).await, Err(chp::server::ServerError::Config(_))));
+
+    let peer = chp::ServerAddress::new("127.0.0.1", free_port()).unwrap();
+    let mut pair =
+        chp::server::ha::HaConfig::new(bstar::Side::Primary, 0, "tcp://127.0.0.1:0", "tcp://127.0.0.1:1", peer);
+    pair.peer_sync_timeout = Duration::ZERO;
+    assert!(matches!(chp::server::ha::HaServer::bind(pair).await, Err(chp::server::ha::HaError::Config(_))));
+}

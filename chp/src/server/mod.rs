@@ -144,6 +144,9 @@ pub enum ServerError {
     /// A data directory was given to a build without the `durable` feature.
     #[error("this build keeps no data directory (chp's `durable` feature is off)")]
     NotDurable,
+    /// A setting out of its range (a zero interval would make the server spin).
+    #[error("invalid configuration: {0}")]
+    Config(&'static str),
 }
 
 /// A running single CHP server (see the [module docs](self)). Dropping it stops it.
@@ -437,6 +440,9 @@ fn log_refused(peer: &str, error: &zmtp::ConnectionError, secure: bool) {
 /// An empty map, or with a [`data_dir`](ServerConfig::data_dir) the one stored there and its
 /// journal (opened on the blocking pool).
 async fn open_state(config: &ServerConfig) -> Result<(ServerState, Option<Persist>), ServerError> {
+    if config.hugz_interval.is_zero() {
+        return Err(ServerError::Config("the HUGZ interval must be positive"));
+    }
     let mut state = ServerState::new(std::time::Instant::now());
     state.set_max_value_len(config.max_value_len);
     match config.data_dir.clone() {

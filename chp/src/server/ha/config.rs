@@ -122,6 +122,20 @@ pub enum HaError {
     /// stopped so the peer takes over with the newer map; restarted, it follows the peer.
     #[error("{0}")]
     Journal(String),
+    /// A setting out of its range (a zero interval would make the server spin).
+    #[error("invalid configuration: {0}")]
+    Config(&'static str),
+}
+
+impl HaConfig {
+    /// What [`HaServer::bind`](super::HaServer::bind) checks before it opens anything (the CHP
+    /// side's own settings are checked as a single server's; the heartbeat by Binary Star).
+    pub(crate) fn validate(&self) -> Result<(), HaError> {
+        if self.peer_sync_timeout.is_zero() {
+            return Err(HaError::Config("the peer sync timeout must be positive"));
+        }
+        Ok(())
+    }
 }
 
 impl From<bstar::Error> for HaError {

@@ -33,6 +33,7 @@ impl HaServer {
     /// Binds the CHP sockets (the SNAPSHOT socket being the Binary Star voter) and the Binary
     /// Star sockets, and starts.
     pub async fn bind(config: HaConfig) -> Result<HaServer, HaError> {
+        config.validate()?;
         // With a data directory, the map, sequence and epoch stored there, before any socket.
         let (state, persist) = open_state(&config.server).await?;
         let sockets = Sockets::bind(&config).await?;
