@@ -223,6 +223,81 @@ async fn a_sink_flush_waits_for_room_and_survives_being_dropped() {
     assert!(got.iter().map(number).eq(0..200));
 }
 
+/// Message `i` of a run test: single or multipart, a short or long header (frames of 256 B and
+/// more), an empty frame, and now and then a frame over 1 KiB (which ends an encoded run).
+fn shaped(i: usize) -> Message {
+    let key = bytes::Bytes::from(format!("{i}"));
+    match i % 5 {
+        0 => Message::from(key),
+        1 => Message::from(vec![key, bytes::Bytes::new(), bytes::Bytes::from(vec![b'v'; 256 + i % 700])]),
+        2 if i % 45 == 2 => Message::from(vec![key, bytes::Bytes::from(vec![b'L'; 1025 + i % 3000])]),
+        _ => Message::from(vec![key, bytes::Bytes::from(format!("value {i}"))]),
+    }
+}
+
+/// `send_many` of a PUSH with one peer encodes runs of small messages itself (issue 20): they
+/// arrive exactly as sent, in order, over every transport and under CURVE, through send HWMs
+/// small enough that runs are cut short and waited for.
+async fn encoded_runs_arrive_as_sent(endpoint: &str, curve: bool, sndhwm: usize) {
+    use zmtp::security::KeyPair;
+    const N: usize = 6_000;
+    let pull = Socket::new(SocketType::Pull);
+    let push = Socket::new(SocketType::Push);
+    push.set_sndhwm(sndhwm);
+    if curve {
+        let keys = KeyPair::generate();
+        pull.set_curve_server(true);
+        pull.set_curve_keypair(keys.clone());
+        push.set_curve_keypair(KeyPair::generate());
+        push.set_curve_serverkey(&keys.public_z85()).unwrap();
+    }
+    let endpoint = pull.bind(endpoint).await.unwrap();
+    push.connect(&endpoint).await.unwrap();
+    let sender = tokio::spawn(async move {
+        // Batches of uneven lengths, some under the 16 a run needs.
+        let mut sent = 0;
+        let mut batch = Vec::new();
+        for len in [1, 15, 16, 17, 300, 2_000, 7].iter().cycle() {
+            if sent == N {
+                break;
+            }
+            let len = (*len).min(N - sent);
+            batch.extend((sent..sent + len).map(shaped));
+            push.send_many(&mut batch).await.unwrap();
+            assert!(batch.is_empty());
+            sent += len;
+        }
+        push
+    });
+    let got = recv_n(&pull, N, 512).await;
+    for (i, m) in got.iter().enumerate() {
+        let expected = shaped(i);
+        assert!(m.iter().eq(expected.iter()), "message {i}: {:?} frames, expected {:?}", m.len(), expected.len());
+    }
+    sender.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_runs_arrive_as_sent_over_tcp() {
+    encoded_runs_arrive_as_sent("tcp://127.0.0.1:*", false, 1000).await;
+    encoded_runs_arrive_as_sent("tcp://127.0.0.1:*", false, 20).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_runs_arrive_as_sent_over_ipc() {
+    encoded_runs_arrive_as_sent("ipc://*", false, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_runs_arrive_as_sent_over_inproc() {
+    encoded_runs_arrive_as_sent(&format!("inproc://{}", zmtp_testkit::unique("runs")), false, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_runs_arrive_as_sent_under_curve() {
+    encoded_runs_arrive_as_sent("tcp://127.0.0.1:*", true, 1000).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // send_encoded: messages encoded ahead of time, for one ROUTER peer
 // ---------------------------------------------------------------------------------------------

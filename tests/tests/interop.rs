@@ -1026,8 +1026,19 @@ both_binds!(libzmq_push_to_pull => libzmq_push_to_pull_bind_ours, libzmq_push_to
 /// single- and multipart messages, and the coalescing sink, reach libzmq whole and in order.
 async fn send_many_to_libzmq_pull(bind: Bind) {
     use futures::SinkExt;
+    // Long enough for runs of small messages that send_many encodes itself, with a frame over
+    // 1 KiB now and then (it ends a run) and long headers (256 B and more).
+    const RUN: usize = 300;
+    let run_frames = |i: usize| -> Vec<Vec<u8>> {
+        match i % 4 {
+            0 => vec![format!("r{i}").into_bytes()],
+            1 => vec![format!("r{i}").into_bytes(), Vec::new(), vec![b'v'; 250 + i]],
+            2 if i % 50 == 2 => vec![vec![b'L'; 1100 + i]],
+            _ => vec![format!("r{i}").into_bytes(), format!("value {i}").into_bytes()],
+        }
+    };
     let push = Socket::new(SocketType::Push);
-    let mut peer = link(&push, libzmq("PULL").recv(5), bind).await;
+    let mut peer = link(&push, libzmq("PULL").recv(5 + RUN as u64), bind).await;
 
     let mut batch = vec![msg(&["one"]), msg(&["two", "parts"]), msg(&["three"])];
     push.send_many(&mut batch).await.expect("send_many");
@@ -1036,9 +1047,14 @@ async fn send_many_to_libzmq_pull(bind: Bind) {
     sink.feed(msg(&["four", "", "x"])).await.expect("feed");
     sink.feed(msg(&["five"])).await.expect("feed");
     sink.flush().await.expect("flush");
+    let mut run: Vec<Message> = (0..RUN).map(|i| Message::from(run_frames(i))).collect();
+    push.send_many(&mut run).await.expect("send_many of a run");
     for (i, expected) in [&["one"][..], &["two", "parts"], &["three"], &["four", "", "x"], &["five"]].iter().enumerate()
     {
         assert_frames(&peer.expect_recv().await, expected, &format!("libzmq PULL message {i}"));
+    }
+    for i in 0..RUN {
+        assert_frames(&peer.expect_recv().await, &run_frames(i), &format!("libzmq PULL run message {i}"));
     }
     peer.finish().await;
 }

@@ -25,7 +25,10 @@ impl Socket {
     ///
     /// A batch takes the socket's state lock once per wake-up rather than once per message, which
     /// is most of what a small message costs to send. Messages go where single sends would have
-    /// sent them (round-robin for PUSH/DEALER, every matching subscriber for PUB, …).
+    /// sent them (round-robin for PUSH/DEALER, every matching subscriber for PUB, …). A PUSH or
+    /// DEALER with one peer goes further with a run of at least 16 small messages (frames up to
+    /// 1 KiB): it encodes them into wire framing itself, as one buffer its connection writes as
+    /// it is (measured: 1.1–1.5× the messages per second at 16 and 64 B over tcp and ipc).
     ///
     /// **Cancel safety:** every message sent is removed from `batch` before this awaits anything,
     /// so if the future is dropped, `batch` holds exactly the messages not sent, in order.

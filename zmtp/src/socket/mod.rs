@@ -549,7 +549,8 @@ impl Socket {
     option!(
         /// Beside ZMQ_SNDHWM (not a libzmq option): outbound queue limit per peer in bytes — each
         /// message counts its payload plus 64 bytes per frame (what a queued frame costs in memory),
-        /// an [`EncodedBatch`](crate::EncodedBatch) its encoded bytes — including what the
+        /// an [`EncodedBatch`](crate::EncodedBatch) its encoded bytes, as does a run of small
+        /// messages that [`send_many`](Socket::send_many) encodes itself — including what the
         /// connection is still writing (0 = none). Whichever limit is reached
         /// first applies, with the socket type's HWM behaviour (PUB drops, DEALER/PUSH wait, …);
         /// a single message larger than the limit still goes when nothing else is queued. Default
