@@ -232,6 +232,15 @@ impl Decoding {
                 continue;
             }
             let more = frame.more();
+            if !more && self.partial.is_empty() && self.max_frames.is_none_or(|limit| limit >= 1) {
+                // A message of one frame, built in place: through `partial` it was written
+                // there and read back at once, a stall on every small message.
+                self.frames_hint = 1;
+                if let Some(subscription) = inlet.message(Message::single(frame.body), batch) {
+                    return Ok(Some(Pause::SubscriptionMessage(subscription)));
+                }
+                continue;
+            }
             if self.partial.is_empty() {
                 self.partial.reserve(usize::from(self.frames_hint));
             }
