@@ -941,3 +941,51 @@ async fn the_cli_talks_to_a_pair_through_either_server() {
     })
     .await;
 }
+
+/// A `chp server` whose stdout stops being read (a paused terminal, a stalled pipe) keeps
+/// serving: its status lines block on the full pipe, but on a thread apart from the server's
+/// tasks, so its Binary Star heartbeat goes on and the backup never takes over. (When the printing
+/// shared the server's one thread, the primary froze as the pipe filled: the client failed over,
+/// and the backup became active.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_stdout_is_not_read_keeps_serving() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    bounded(async {
+        let ports = PairPorts::new();
+        let mut args = ports.args(Side::Primary, &[]);
+        let at = args.iter().position(|a| a == "--status-ms").expect("a status interval") + 1;
+        args[at] = "1".into(); // about 100 KB of status lines a second: the pipe fills at once
+        let mut primary = tokio::process::Command::new(env!("CARGO_BIN_EXE_chp"))
+            .args(&args)
+            .env("RUST_LOG", "error")
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("primary starts");
+        let mut backup = ServerProc::spawn("backup", Side::Backup, &ports, &[]);
+        let mut out = BufReader::new(primary.stdout.take().unwrap()).lines();
+        step("primary active", async {
+            while let Some(line) = out.next_line().await.unwrap() {
+                if line.starts_with("role: ACTIVE") {
+                    return;
+                }
+            }
+            panic!("the primary's stdout closed");
+        })
+        .await;
+        backup.expect("peer: synced").await;
+        // From here nothing reads the primary's stdout (kept open: closed, its writes would fail).
+        // A second's worth of status lines fills the pipe many times over.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let client = synced(Client::start(ports.options()).unwrap()).await;
+        for i in 0..20 {
+            client.set(format!("/k/{i}"), "v", None).await.unwrap();
+        }
+        assert_eq!(client.status(), Status::Active(ports.primary.clone()), "served by the primary");
+        let lines = backup.drain();
+        assert!(!lines.iter().any(|l| l.starts_with("role: ACTIVE")), "the backup took over: {lines:#?}");
+        client.close().await;
+        drop(out);
+    })
+    .await;
+}

@@ -8,6 +8,9 @@
 //!    replay of pre-encoded KVSETs (what the server alone sustains) and real `chp::Client`s, with
 //!    the server's CPU per update.
 //!
+//! The server runs on a runtime of its own with one worker thread (`--server-threads`), as the
+//! `chp server` command runs a single server; the clients of this process on another.
+//!
 //! `cargo run --release --example perf -- [--keys 1000000] [--updates 200000] [--publishers 4] [--subscribers 2]
 //! [--data-dir DIR] [--process-updates 1000000]`
 
@@ -64,6 +67,10 @@ struct Args {
     /// no wake-ups across threads) instead of the multi-thread one.
     #[arg(long)]
     current_thread: bool,
+    /// Worker threads of the server's own runtime, apart from the clients' (1: as `chp server`
+    /// runs a single server). Ignored with `--current-thread`.
+    #[arg(long, default_value_t = 1)]
+    server_threads: usize,
     /// A child's number (internal).
     #[arg(long, hide = true, default_value_t = 0)]
     id: usize,
@@ -156,12 +163,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     if args.current_thread {
-        return tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(measure(args));
+        return tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(measure(args, None));
     }
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(measure(args))
+    // The server on a runtime of its own, as `chp server` runs it (one worker thread by default);
+    // the clients of this process on tokio's default multi-thread runtime beside it.
+    let server_runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(args.server_threads.max(1)).enable_all().build()?;
+    let handle = server_runtime.handle().clone();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(measure(args, Some(handle)))
 }
 
-async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+async fn measure(args: Args, server_runtime: Option<tokio::runtime::Handle>) -> Result<(), Box<dyn std::error::Error>> {
     let value = Bytes::from(vec![b'v'; args.value]);
     let part = |name: &str| args.only.is_empty() || args.only.iter().any(|p| p == name);
 
@@ -201,14 +213,18 @@ async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    let server = Server::bind(ServerConfig {
+    let config = ServerConfig {
         bind: "127.0.0.1".into(),
         hugz_interval: Duration::from_millis(200),
         queue_limit: 1_000_000,
         data_dir: args.data_dir.clone(),
         ..ServerConfig::default()
-    })
-    .await?;
+    };
+    // Bound on the server's runtime, so that its tasks run there.
+    let server = match &server_runtime {
+        Some(runtime) => runtime.spawn(Server::bind(config)).await??,
+        None => Server::bind(config).await?,
+    };
     // The latency part may measure a server in a process of its own (`--server`), as deployed.
     let addr = args.server.clone().unwrap_or_else(|| server.address().clone());
 

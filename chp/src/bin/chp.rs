@@ -81,13 +81,14 @@ enum Cmd {
         /// authentication: bind it to loopback or a management network)
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
-        /// Threads that run the server: 1 (the default, as libzmq's one I/O thread) or a pool of
-        /// N. Every update goes through the one task that owns the map, so more threads mostly
-        /// add wake-ups between them (2 cores: CPU per update 0.9 µs on 1 thread, 1.3-1.5 on 2;
-        /// 8 KiB per connected client against 15-22), but a pool accepts a crowd of connecting
-        /// clients faster (9,800 in 4.0 s against 6.5). Durable writes have their own thread.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
-        threads: u16,
+        /// Worker threads that run the server's tasks [default: 1; 2 with --primary or --backup].
+        /// Every update goes through the one task that owns the map, so more workers mostly add
+        /// wake-ups between them (2 cores: server CPU per update 0.85-0.92 µs on 1, 1.22-1.28 on
+        /// 2); a pair's second one keeps Binary Star's heartbeat from waiting behind work on the
+        /// map (copying a large one from the peer). What the command prints, and durable writes,
+        /// have threads of their own.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        threads: Option<u16>,
         #[command(flatten)]
         pair: Pair,
         #[command(flatten)]
@@ -296,20 +297,16 @@ fn usage(message: impl Into<String>) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The server's thread count is its own option; a client command needs one thread.
+    // Worker threads for the tasks (a server's, or a client's agent). The command's own future
+    // (which prints) runs on this thread, apart from them: a stdout that blocks (a paused
+    // terminal, a slow pipe) then stalls the printing, never the server, its heartbeats or the
+    // client's agent, as it would if they shared the thread.
     let threads = match &cli.command {
-        Cmd::Server { threads, .. } => usize::from(*threads),
+        Cmd::Server { threads: Some(n), .. } => usize::from(*n),
+        Cmd::Server { pair, .. } if pair.side().is_some() => 2,
         _ => 1,
     };
-    let mut builder = match threads {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        n => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n);
-            b
-        }
-    };
-    let runtime = match builder.enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("chp: cannot start the runtime: {e}");

@@ -15,12 +15,11 @@
 //! - ICANHAZ? requests stream from their own tasks (see `snapshot.rs`).
 //!
 //! **Which runtime.** Every update goes through the one task that owns the map, so a server gains
-//! nothing from a multi-thread runtime and pays for its cross-thread wake-ups: measured on 2
-//! cores, its CPU per update was 1.3-1.5 µs on tokio's 2-worker runtime and 0.9 µs on a
-//! current-thread one (4 publisher and 2 subscriber processes), and an idle set -> watcher p99
-//! fell from 50-54 to 39-49 µs. Run it on a current-thread runtime of its own, as the `chp server`
-//! command does by default (its `--threads N` gives it a pool, which accepts a crowd of thousands
-//! of connecting clients faster: 4.0 against 6.5 s for 9,800).
+//! little from many threads and pays for the wake-ups between them: measured on 2 cores (4
+//! publisher and 2 subscriber processes replaying KVSETs), its CPU per update was 1.22-1.28 µs
+//! on a 2-worker runtime and 0.85-0.92 µs on a runtime of its own with one worker, as the
+//! `chp server` command runs it by default. A pair server is better off with two: its Binary Star
+//! heartbeat then never waits behind long work on the map, such as loading a copy of the peer's.
 //!
 //! What the application reads of a running server (address, map, sequence, counters) is a
 //! [`ServerView`]; [`Server`] and the pair's [`HaServer`](ha::HaServer) both dereference to it.

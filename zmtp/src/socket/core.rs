@@ -387,7 +387,8 @@ impl Core {
     }
 
     /// Sends from the front of `batch` under one lock of the socket's state, as many as go without
-    /// waiting. Returns how many slots it consumed (each taken out, left empty) and whether it
+    /// waiting. Returns how many slots it consumed (sent: the caller drops them, each left empty
+    /// or, in an encoded run, as it was) and whether it
     /// stopped on an error: then the last consumed message is the one that failed, dropped as a
     /// failed `send` drops it.
     pub fn try_send_many(&self, batch: &mut [Message]) -> (usize, Result<()>) {

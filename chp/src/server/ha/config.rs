@@ -128,11 +128,17 @@ pub enum HaError {
 }
 
 impl HaConfig {
-    /// What [`HaServer::bind`](super::HaServer::bind) checks before it opens anything (the CHP
-    /// side's own settings are checked as a single server's; the heartbeat by Binary Star).
+    /// What [`HaServer::bind`](super::HaServer::bind) checks before it opens anything (its data
+    /// directory, a socket).
     pub(crate) fn validate(&self) -> Result<(), HaError> {
         if self.peer_sync_timeout.is_zero() {
             return Err(HaError::Config("the peer sync timeout must be positive"));
+        }
+        if self.server.hugz_interval.is_zero() {
+            return Err(HaError::Config("the HUGZ interval must be positive"));
+        }
+        if self.heartbeat.is_zero() {
+            return Err(HaError::Config("the heartbeat interval must be positive"));
         }
         Ok(())
     }

@@ -12,9 +12,9 @@ pub(crate) fn send(peers: &mut Peers, msg: Message, immediate: bool) -> TrySend 
     load_balance(peers, msg, immediate).map_or_else(TrySend::Full, |_| TrySend::Sent)
 }
 
-/// Sends from the front of `batch` what goes without waiting (each sent slot left empty); how
-/// many. With a single peer the run goes to its queue under one lock; with more, message by
-/// message as [`send`] would (round-robin).
+/// Sends from the front of `batch` what goes without waiting; how many (the caller drops those
+/// slots). With a single peer the run goes to its queue at once (runs of small messages
+/// encoded); with more, message by message as [`send`] would (round-robin).
 pub(crate) fn send_many(peers: &mut Peers, batch: &mut [Message], immediate: bool) -> usize {
     if let [(id, out)] = peers.order.as_slice() {
         if immediate && !peers.map[id].connected {

@@ -190,8 +190,9 @@ pub(crate) trait Pattern: Send + Sync + fmt::Debug {
     /// One non-blocking send of a non-empty message.
     fn send(&mut self, peers: &mut Peers, msg: Message, flags: &SendFlags<'_>) -> Result<TrySend>;
 
-    /// Sends from the front of `batch` (non-empty messages) what goes without waiting, taking each
-    /// sent message out of its slot. Returns how many slots it consumed and the error that
+    /// Sends from the front of `batch` (non-empty messages) what goes without waiting. Returns how
+    /// many slots it consumed (the caller drops them: each left empty, or as it was where a run
+    /// was encoded from it) and the error that
     /// stopped it, if any (the last consumed message then failed). By default one
     /// [`send`](Pattern::send) per message; load balancing to a single peer pushes the run at once.
     fn send_many(&mut self, peers: &mut Peers, batch: &mut [Message], flags: &SendFlags<'_>) -> (usize, Result<()>) {
