@@ -223,6 +223,16 @@ async fn a_sink_flush_waits_for_room_and_survives_being_dropped() {
     assert!(got.iter().map(number).eq(0..200));
 }
 
+/// CURVE between `server` and `client`, each with a fresh key pair.
+fn curve_between(server: &Socket, client: &Socket) {
+    use zmtp::security::KeyPair;
+    let keys = KeyPair::generate();
+    server.set_curve_server(true);
+    server.set_curve_keypair(keys.clone());
+    client.set_curve_keypair(KeyPair::generate());
+    client.set_curve_serverkey(&keys.public_z85()).unwrap();
+}
+
 /// Message `i` of a run test: single or multipart, a short or long header (frames of 256 B and
 /// more), an empty frame, and now and then a frame over 1 KiB (which ends an encoded run).
 fn shaped(i: usize) -> Message {
@@ -239,17 +249,12 @@ fn shaped(i: usize) -> Message {
 /// arrive exactly as sent, in order, over every transport and under CURVE, through send HWMs
 /// small enough that runs are cut short and waited for.
 async fn encoded_runs_arrive_as_sent(endpoint: &str, curve: bool, sndhwm: usize) {
-    use zmtp::security::KeyPair;
     const N: usize = 6_000;
     let pull = Socket::new(SocketType::Pull);
     let push = Socket::new(SocketType::Push);
     push.set_sndhwm(sndhwm);
     if curve {
-        let keys = KeyPair::generate();
-        pull.set_curve_server(true);
-        pull.set_curve_keypair(keys.clone());
-        push.set_curve_keypair(KeyPair::generate());
-        push.set_curve_serverkey(&keys.public_z85()).unwrap();
+        curve_between(&pull, &push);
     }
     let endpoint = pull.bind(endpoint).await.unwrap();
     push.connect(&endpoint).await.unwrap();
@@ -305,18 +310,13 @@ async fn encoded_runs_arrive_as_sent_under_curve() {
 /// A ROUTER on `endpoint` (a byte HWM of 1 MiB) and a DEALER named "reader" connected to it,
 /// the ROUTER knowing it.
 async fn router_and_reader(endpoint: &str, curve: bool, sndhwm: usize, rcvhwm: usize) -> (Socket, Socket) {
-    use zmtp::security::KeyPair;
     let router = Socket::new(SocketType::Router);
     router.set_sndhwm(sndhwm);
     router.set_sndhwm_bytes(1 << 20);
     let dealer = Socket::new(SocketType::Dealer);
     dealer.set_rcvhwm(rcvhwm);
     if curve {
-        let keys = KeyPair::generate();
-        router.set_curve_server(true);
-        router.set_curve_keypair(keys.clone());
-        dealer.set_curve_keypair(KeyPair::generate());
-        dealer.set_curve_serverkey(&keys.public_z85()).unwrap();
+        curve_between(&router, &dealer);
     }
     let endpoint = router.bind(endpoint).await.unwrap();
     dealer.set_routing_id("reader").unwrap();
