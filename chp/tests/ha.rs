@@ -738,7 +738,7 @@ async fn a_stuck_peer_snapshot_times_out_without_blocking_heartbeats_and_a_parti
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_replaces_the_client_map_and_drops_unacknowledged_sets() {
     bounded(async {
-        let (a, b, client, mut events) = client_of_two_fakes(&[("/a", "1"), ("/b", "2")], 10, true).await;
+        let (a, b, client, mut events, a_alive) = client_of_two_fakes(&[("/a", "1"), ("/b", "2")], 10, true).await;
         let pending = tokio::spawn({
             let client = client.clone();
             async move { client.set("/c", "3", None).await }
@@ -748,6 +748,7 @@ async fn failover_replaces_the_client_map_and_drops_unacknowledged_sets() {
         assert!(client.get("/c").is_none(), "not in the map before the server publishes it");
 
         // A goes silent; B has a different (and lower-sequenced) map.
+        a_alive.abort();
         let (id, _) = b.await_icanhaz().await;
         b.reply(&id, &[("/a", "1")], 3).await;
         let (_, skipped) = wait_event(&mut events, |e| matches!(e, Event::Failover { .. })).await;
@@ -783,7 +784,8 @@ async fn a_confirmed_write_the_new_server_never_got_is_sent_again() {
         // B's collector hears nothing before the failover: the client's publisher sends every KVSET
         // to every collector, and copies of the two writes below still on their way to B when the
         // test looked were taken for writes sent again (seen once, on i686 in CI).
-        let (a, b, client, mut events) = client_of_two_fakes(&[("/mine", "1"), ("/theirs", "x")], 10, false).await;
+        let (a, b, client, mut events, a_alive) =
+            client_of_two_fakes(&[("/mine", "1"), ("/theirs", "x")], 10, false).await;
         // Two writes, both echoed (confirmed) by A.
         for (key, value, sequence) in [("/mine", "2", 11), ("/theirs", "y", 12)] {
             let set = tokio::spawn({
@@ -798,6 +800,7 @@ async fn a_confirmed_write_the_new_server_never_got_is_sent_again() {
         }
         assert_eq!(client.snapshot().map, map(&[("/mine", "2"), ("/theirs", "y")]));
 
+        a_alive.abort();
         // A dies. B never got "/mine" = 2 (it holds the value from before it), and "/theirs" was
         // changed by another client since.
         let (id, _) = b.await_icanhaz().await;
@@ -829,12 +832,29 @@ async fn a_confirmed_write_the_new_server_never_got_is_sent_again() {
 
 /// A client of two fake servers (300 ms server ttl), synced with the first on `map` at `sequence`.
 /// Unless `b_hears` is set, the second server's collector is not subscribed when the client
-/// connects to it: it receives nothing until the test subscribes it.
-async fn client_of_two_fakes(map: &[(&str, &str)], sequence: u64, b_hears: bool) -> (Fake, Fake, Client, Events) {
+/// connects to it: it receives nothing until the test subscribes it. The first sends HUGZ (at
+/// `sequence`) until the returned task is aborted, which is how the test makes it go silent:
+/// before, a KVSET the client's publisher dropped (the first server's collector subscribed late:
+/// ZeroMQ's slow joiner) could find the client gone to the second server, the first one silent
+/// for its 300 ms ttl, before the 200 ms retransmit came (the clone test's failure at stop 35).
+async fn client_of_two_fakes(
+    map: &[(&str, &str)],
+    sequence: u64,
+    b_hears: bool,
+) -> (Fake, Fake, Client, Events, JoinHandle<()>) {
     let (a, b) = (Fake::bind().await, Fake::bind().await);
     if !b_hears {
         b.collector.unsubscribe("").unwrap();
     }
+    let a_alive = tokio::spawn({
+        let publisher = a.publisher.clone();
+        async move {
+            loop {
+                let _ = publisher.send(hugz_message(sequence)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    });
     let options = ClientOptions::for_servers(vec![a.address.clone(), b.address.clone()])
         .server_ttl(Duration::from_millis(300))
         .set_timing(Duration::from_millis(200), Duration::from_secs(10));
@@ -843,7 +863,7 @@ async fn client_of_two_fakes(map: &[(&str, &str)], sequence: u64, b_hears: bool)
     let (id, _) = a.await_icanhaz().await;
     a.reply(&id, map, sequence).await;
     step("sync", client.loaded()).await.unwrap();
-    (a, b, client, events)
+    (a, b, client, events, a_alive)
 }
 
 /// Bug 12: nothing from a server the client left reaches it. A server that sends HUGZ but never
