@@ -149,7 +149,11 @@ impl Socket {
         let ep: Endpoint = endpoint.parse()?;
         let how = {
             let o = self.inner.core.options();
-            crate::transport::BindOptions { ipv6: o.ipv6, backlog: o.backlog }
+            crate::transport::BindOptions {
+                ipv6: o.ipv6,
+                backlog: o.backlog,
+                buffers: crate::transport::Buffers::of(&o),
+            }
         };
         let (handle, bound) = endpoints::bind(&self.inner.core, &ep, how).await?;
         self.endpoints().insert(handle);
@@ -797,16 +801,20 @@ impl Socket {
         tcp_keepalive_cnt, set_tcp_keepalive_cnt, tcp_keepalive_cnt: Option<u32>);
     option!(
         /// ZMQ_SNDBUF: the kernel send buffer (SO_SNDBUF) of each tcp and ipc connection made
-        /// after it is set, in bytes, set as the connection is established. `None` (libzmq's -1)
+        /// after it is set, in bytes. Over tcp it is set, as libzmq does, on the listener before
+        /// `bind` listens and on the socket a `connect` makes before the handshake (a connection
+        /// accepted by an earlier `bind` gets it once established). `None` (libzmq's -1)
         /// keeps the OS default; the OS may round the size or cap it (Linux: doubles it, at most
         /// `net.core.wmem_max`). libzmq applies it to tcp only. Over ipc on Linux this buffer is
         /// what bounds the bytes in flight (large messages: see the README's performance notes).
         sndbuf, set_sndbuf, sndbuf: Option<usize>);
     option!(
         /// ZMQ_RCVBUF: the kernel receive buffer (SO_RCVBUF) of each tcp and ipc connection made
-        /// after it is set, in bytes, set as the connection is established (libzmq sets it before
-        /// `connect`/`listen`, where it can also bound the TCP window scale the handshake agrees
-        /// on). `None` (libzmq's -1) keeps the OS default; the OS may
+        /// after it is set, in bytes. Over tcp it is in place before the handshake, as in libzmq:
+        /// set on the listener before `bind` listens and on the socket a `connect` makes (a
+        /// connection accepted by an earlier `bind` gets it once established, which works but,
+        /// when the size is below 64 KiB, can make Linux's sender wait for zero-window probes).
+        /// `None` (libzmq's -1) keeps the OS default; the OS may
         /// round the size or cap it (Linux: doubles it, at most `net.core.rmem_max`). libzmq
         /// applies it to tcp only; over ipc Linux's flow control does not use it.
         rcvbuf, set_rcvbuf, rcvbuf: Option<usize>);

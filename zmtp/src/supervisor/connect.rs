@@ -43,7 +43,7 @@ pub(crate) fn connect<H: Host>(
                 // connection runs instead of staying in this task for as long as it does.
                 let (conn, peer) = {
                     let connected = tokio::select! {
-                        c = transport::connect(&ep) => c,
+                        c = transport::connect(&ep, transport::Buffers::of(&host.options_snapshot())) => c,
                         _ = stop_connecting(&*host, slot, &accepting, &connections) => break 'connecting,
                     };
                     match connected {

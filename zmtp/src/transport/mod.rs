@@ -18,21 +18,43 @@ pub(crate) const UDP_TYPES: &str = "udp:// carries RADIO and DISH only: a RADIO 
 
 pub(crate) use tcp::{set_keepalive, set_tos};
 
+/// ZMQ_SNDBUF and ZMQ_RCVBUF: the kernel buffer sizes of each tcp or ipc connection (`None`
+/// leaves the OS default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Buffers {
+    pub sndbuf: Option<usize>,
+    pub rcvbuf: Option<usize>,
+}
+
+impl Buffers {
+    pub(crate) fn of(opts: &crate::options::Options) -> Self {
+        Buffers { sndbuf: opts.sndbuf, rcvbuf: opts.rcvbuf }
+    }
+
+    /// Applies them to a socket, listening, connecting or connected.
+    pub(crate) fn apply<'s, S>(self, socket: &'s S) -> std::io::Result<()>
+    where
+        socket2::SockRef<'s>: From<&'s S>,
+    {
+        let sock = socket2::SockRef::from(socket);
+        // The kernel takes a C int: a larger size would wrap (to 0 at 4 GiB), not saturate.
+        let int = |size: usize| size.min(i32::MAX as usize);
+        if let Some(size) = self.sndbuf {
+            sock.set_send_buffer_size(int(size))?;
+        }
+        if let Some(size) = self.rcvbuf {
+            sock.set_recv_buffer_size(int(size))?;
+        }
+        Ok(())
+    }
+}
+
 /// Applies ZMQ_SNDBUF and ZMQ_RCVBUF to a tcp or ipc stream (`None` leaves the OS default).
 pub(crate) fn set_buffers<'s, S>(stream: &'s S, opts: &crate::options::Options) -> std::io::Result<()>
 where
     socket2::SockRef<'s>: From<&'s S>,
 {
-    let sock = socket2::SockRef::from(stream);
-    // The kernel takes a C int: a larger size would wrap (to 0 at 4 GiB), not saturate.
-    let int = |size: usize| size.min(i32::MAX as usize);
-    if let Some(size) = opts.sndbuf {
-        sock.set_send_buffer_size(int(size))?;
-    }
-    if let Some(size) = opts.rcvbuf {
-        sock.set_recv_buffer_size(int(size))?;
-    }
-    Ok(())
+    Buffers::of(opts).apply(stream)
 }
 
 pub use endpoint::Endpoint;
@@ -240,6 +262,8 @@ pub(crate) struct BindOptions {
     pub ipv6: bool,
     /// ZMQ_BACKLOG (tcp).
     pub backlog: u32,
+    /// ZMQ_SNDBUF / ZMQ_RCVBUF, set on a tcp listener before it listens (see [`tcp::bind`]).
+    pub buffers: Buffers,
 }
 
 impl Listener {
@@ -289,11 +313,12 @@ pub async fn inproc_raw_connect(name: &str) -> tokio::io::DuplexStream {
     inproc::connect(name, true).await.stream
 }
 
-/// Connects once (inproc: waits until the name is bound).
-pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(Connection, String)> {
+/// Connects once (inproc: waits until the name is bound). A tcp socket gets its `buffers` before
+/// it connects (see [`tcp::connect`]).
+pub(crate) async fn connect(endpoint: &Endpoint, buffers: Buffers) -> std::io::Result<(Connection, String)> {
     match endpoint {
         Endpoint::Tcp { host, port, source } => {
-            let s = tcp::connect(host, *port, source.as_deref()).await?;
+            let s = tcp::connect(host, *port, source.as_deref(), buffers).await?;
             let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
             Ok((Connection::Tcp(s), peer))
         }

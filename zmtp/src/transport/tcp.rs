@@ -43,6 +43,9 @@ pub(super) async fn bind(host: &str, port: u16, how: super::BindOptions) -> io::
     let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
     #[cfg(not(windows))]
     socket.set_reuseaddr(true)?;
+    // Before `listen`, as libzmq does: accepted connections inherit the sizes, and the window
+    // they offer in the handshake is already the one they keep (see `connect`).
+    how.buffers.apply(&socket)?;
     socket.bind(addr)?;
     let listener = socket.listen(how.backlog)?;
     let local = listener.local_addr()?;
@@ -53,20 +56,47 @@ pub(super) async fn bind(host: &str, port: u16, how: super::BindOptions) -> io::
     Ok((listener, name))
 }
 
-pub(super) async fn connect(host: &str, port: u16, source: Option<&str>) -> io::Result<TcpStream> {
+/// Connects to the first address of `host` that accepts (as `TcpStream::connect` does), the
+/// socket's kernel buffers sized before the handshake. Sized after it, a receive buffer smaller
+/// than the 64 KiB window first offered leaves the sender (Linux) with a segment size larger than
+/// the window the receiver can offer afterwards: each segment then waits for a zero-window probe
+/// (200 ms), and throughput collapses to a window per probe.
+pub(super) async fn connect(
+    host: &str,
+    port: u16,
+    source: Option<&str>,
+    buffers: super::Buffers,
+) -> io::Result<TcpStream> {
     let stream = match source {
-        None => TcpStream::connect((host, port)).await?,
-        Some(source) => connect_from(source, host, port).await?,
+        None => connect_any(host, port, buffers).await?,
+        Some(source) => connect_from(source, host, port, buffers).await?,
     };
     configure(&stream);
     Ok(stream)
+}
+
+/// Tries each resolved address of `host` in turn; the last failure if none accepts.
+async fn connect_any(host: &str, port: u16, buffers: super::Buffers) -> io::Result<TcpStream> {
+    let mut last = None;
+    for remote in lookup_host((host, port)).await? {
+        let attempt = async {
+            let socket = if remote.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+            buffers.apply(&socket)?;
+            socket.connect(remote).await
+        };
+        match attempt.await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{host:?} resolves to no address"))))
 }
 
 /// Connects from `source` (libzmq's `tcp://source;host:port`): binds the local end to that address
 /// first. The source is `*`, an IP address or an interface name — never looked up in DNS, as in
 /// libzmq. The destination is its first resolved address that the source has a local address of
 /// the same family for.
-async fn connect_from(source: &str, host: &str, port: u16) -> io::Result<TcpStream> {
+async fn connect_from(source: &str, host: &str, port: u16, buffers: super::Buffers) -> io::Result<TcpStream> {
     let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
     let source = SourceAddress::parse(source).ok_or_else(|| invalid(format!("invalid source address {source:?}")))?;
     let locals: Vec<IpAddr> = match source.name {
@@ -88,6 +118,7 @@ async fn connect_from(source: &str, host: &str, port: u16) -> io::Result<TcpStre
         // A fixed source port can be bound again at once when the connection is remade.
         socket.set_reuseaddr(true)?;
     }
+    buffers.apply(&socket)?;
     socket.bind(SocketAddr::new(local, source.port))?;
     socket.connect(remote).await
 }
@@ -157,7 +188,7 @@ mod tests {
     /// shows a listener's backlog as its Send-Q (Linux; skipped where `ss` is missing).
     #[tokio::test(flavor = "current_thread")]
     async fn listens_with_the_backlog_asked_for() {
-        let how = super::super::BindOptions { ipv6: false, backlog: 77 };
+        let how = super::super::BindOptions { ipv6: false, backlog: 77, buffers: Default::default() };
         let (listener, _) = bind("127.0.0.1", 0, how).await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let Ok(out) = std::process::Command::new("ss").args(["-ltnH", &format!("sport = :{port}")]).output() else {
@@ -173,7 +204,7 @@ mod tests {
     async fn seen_from(source: &str) -> io::Result<SocketAddr> {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let _stream = connect("127.0.0.1", port, Some(source)).await?;
+        let _stream = connect("127.0.0.1", port, Some(source), Default::default()).await?;
         Ok(listener.accept().await.unwrap().1)
     }
 
