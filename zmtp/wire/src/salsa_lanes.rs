@@ -9,7 +9,10 @@
 //! them scalar (no vector rotate on SSE2), 100–110 µs per 64 KiB; the vectors take it to ~42 µs.
 //! On x86-64 builds that do not target AVX2 (the default), the CPU is asked once at run time
 //! and, where it has AVX2, eight blocks are computed side by side in 256-bit vectors ([`avx2`],
-//! through `pulp`'s safe, feature-checked intrinsics): 36 µs per 64 KiB instead of 44.
+//! through `pulp`'s safe, feature-checked intrinsics): 36 µs per 64 KiB instead of 44. Where it
+//! has AVX-512, sixteen blocks in 512-bit vectors with a one-instruction rotate ([`avx512`]):
+//! 19 µs per 64 KiB instead of 39 (same machine), and CURVE at 64 KiB from 0.87–0.99× libzmq's
+//! throughput to 1.40×.
 //! The tests hold every path to the `salsa20` crate byte for byte.
 
 use zeroize::Zeroizing;
@@ -25,7 +28,31 @@ const LANES: usize = 4;
 pub(crate) const PASS: usize = 64 * LANES;
 /// The keystream buffer: room for the widest pass this build may take at run time (the portable
 /// one where the build has no other).
-const PASS_BUF: usize = avx2::PASS;
+const PASS_BUF: usize = max(avx512::PASS, max(avx2::PASS, PASS));
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b { a } else { b }
+}
+
+/// The widest pass the CPU allows (asked once per process), or the portable lanes.
+#[derive(Clone, Copy)]
+enum Wide {
+    Portable,
+    Avx2(avx2::Token),
+    Avx512(avx512::Token),
+}
+
+impl Wide {
+    fn detect() -> Wide {
+        if let Some(simd) = avx512::detect() {
+            return Wide::Avx512(simd);
+        }
+        if let Some(simd) = avx2::detect() {
+            return Wide::Avx2(simd);
+        }
+        Wide::Portable
+    }
+}
 
 /// One state word across the lanes.
 #[cfg(target_feature = "avx2")]
@@ -38,8 +65,8 @@ pub(crate) struct SalsaLanes {
     input: Zeroizing<[u32; 16]>,
     /// The next pass's first block.
     block: u64,
-    /// The CPU's AVX2, where it has it and this build may use it (asked once per process).
-    avx2: Option<avx2::Token>,
+    /// The widest pass the CPU has and this build may use.
+    wide: Wide,
 }
 
 impl SalsaLanes {
@@ -58,20 +85,32 @@ impl SalsaLanes {
         }
         input[6] = word(&nonce[..4]);
         input[7] = word(&nonce[4..]);
-        SalsaLanes { input, block: 0, avx2: avx2::detect() }
+        SalsaLanes { input, block: 0, wide: Wide::detect() }
     }
 
     /// The next pass of keystream into the start of `out`; returns its length (the widest pass
     /// the CPU allows).
     fn next_pass_any(&mut self, out: &mut [u8; PASS_BUF]) -> usize {
-        if let Some(simd) = self.avx2 {
-            avx2::next_pass(simd, &self.input, self.block, out);
-            self.block = self.block.wrapping_add(avx2::LANES as u64);
-            return avx2::PASS;
+        match self.wide {
+            Wide::Avx512(simd) => {
+                let out: &mut [u8; avx512::PASS] =
+                    (&mut out[..avx512::PASS]).try_into().expect("PASS_BUF is the widest");
+                avx512::next_pass(simd, &self.input, self.block, out);
+                self.block = self.block.wrapping_add(avx512::LANES as u64);
+                avx512::PASS
+            }
+            Wide::Avx2(simd) => {
+                let out: &mut [u8; avx2::PASS] = (&mut out[..avx2::PASS]).try_into().expect("PASS_BUF is the widest");
+                avx2::next_pass(simd, &self.input, self.block, out);
+                self.block = self.block.wrapping_add(avx2::LANES as u64);
+                avx2::PASS
+            }
+            Wide::Portable => {
+                let portable: &mut [u8; PASS] = (&mut out[..PASS]).try_into().expect("PASS_BUF >= PASS");
+                self.next_pass(portable);
+                PASS
+            }
         }
-        let portable: &mut [u8; PASS] = (&mut out[..PASS]).try_into().expect("PASS_BUF >= PASS");
-        self.next_pass(portable);
-        PASS
     }
 
     /// The next [`PASS`] bytes of keystream into `out`, from the portable lanes.
@@ -143,17 +182,20 @@ impl XSalsaBox {
     /// The stream for `nonce` under the session key `key`, and its MAC key; `len` is how many
     /// bytes the box will encrypt (a hint: `apply` takes any amount).
     pub(crate) fn new(key: &[u8; 32], nonce: &[u8; 24], len: usize) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
+        Self::with_wide(key, nonce, len, Wide::detect())
+    }
+
+    /// [`new`](Self::new) with the widest pass chosen (the tests take each the CPU has).
+    fn with_wide(key: &[u8; 32], nonce: &[u8; 24], len: usize, wide: Wide) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
         use salsa20::cipher::consts::U10;
         use salsa20::cipher::generic_array::GenericArray;
         let subkey: Zeroizing<[u8; 32]> = Zeroizing::new(
             salsa20::hsalsa::<U10>(GenericArray::from_slice(key), GenericArray::from_slice(&nonce[..16])).into(),
         );
         let mut lanes = SalsaLanes::new(&subkey, nonce[16..].try_into().expect("8 bytes"));
-        // A box that one portable pass covers does not take the wider one: twice the keystream
+        // A box that one portable pass covers does not take a wider one: twice the keystream
         // for nothing (64 B CURVE messages went 35% slower).
-        if 32 + len <= PASS {
-            lanes.avx2 = None;
-        }
+        lanes.wide = if 32 + len <= PASS { Wide::Portable } else { wide };
         let mut pass = [0u8; PASS_BUF];
         let pass_len = lanes.next_pass_any(&mut pass);
         let mut mac_key = Zeroizing::new([0u8; 32]);
@@ -284,8 +326,91 @@ mod avx2 {
     }
 }
 
+/// Sixteen blocks side by side in AVX-512's 512-bit vectors, where the CPU has AVX-512 (F, VL,
+/// BW, DQ, CD: `pulp`'s V4). Beside twice the lanes, AVX-512 rotates a vector in one instruction
+/// (`vprold`) where AVX2 takes a shift, a shift and an or: Salsa20's rounds are adds, xors and
+/// rotations, so a block costs about a third of the vector operations.
+#[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
+mod avx512 {
+    use pulp::bytemuck::cast;
+    use pulp::u32x16;
+    use pulp::x86::V4;
+
+    /// Blocks per pass.
+    pub(super) const LANES: usize = 16;
+    /// Bytes of keystream per pass.
+    pub(super) const PASS: usize = 64 * LANES;
+    /// Proof that the CPU has AVX-512.
+    pub(super) type Token = V4;
+
+    /// The CPU's AVX-512, checked once per process.
+    pub(super) fn detect() -> Option<V4> {
+        V4::try_new()
+    }
+
+    /// The pass starting at `block` into `out`, with AVX-512 enabled for its code.
+    pub(super) fn next_pass(simd: V4, input: &[u32; 16], block: u64, out: &mut [u8; PASS]) {
+        simd.vectorize(Pass { simd, input, block, out });
+    }
+
+    /// A pass as `vectorize` takes it: its body must inline into the AVX-512-enabled frame.
+    struct Pass<'a> {
+        simd: V4,
+        input: &'a [u32; 16],
+        block: u64,
+        out: &'a mut [u8; PASS],
+    }
+
+    impl pulp::NullaryFnOnce for Pass<'_> {
+        type Output = ();
+
+        #[inline(always)]
+        fn call(self) {
+            let Pass { simd, input, block, out } = self;
+            let mut x: [u32x16; 16] = core::array::from_fn(|i| simd.splat_u32x16(input[i]));
+            let blocks: [u64; LANES] = core::array::from_fn(|lane| block.wrapping_add(lane as u64));
+            x[8] = cast(blocks.map(|b| b as u32));
+            x[9] = cast(blocks.map(|b| (b >> 32) as u32));
+            let start = x;
+            for _ in 0..10 {
+                // Column round, then row round.
+                quarter(simd, &mut x, 0, 4, 8, 12);
+                quarter(simd, &mut x, 5, 9, 13, 1);
+                quarter(simd, &mut x, 10, 14, 2, 6);
+                quarter(simd, &mut x, 15, 3, 7, 11);
+                quarter(simd, &mut x, 0, 1, 2, 3);
+                quarter(simd, &mut x, 5, 6, 7, 4);
+                quarter(simd, &mut x, 10, 11, 8, 9);
+                quarter(simd, &mut x, 15, 12, 13, 14);
+            }
+            for i in 0..16 {
+                let word: [u32; LANES] = cast(simd.wrapping_add_u32x16(x[i], start[i]));
+                for (lane, value) in word.iter().enumerate() {
+                    let at = 64 * lane + 4 * i;
+                    out[at..at + 4].copy_from_slice(&value.to_le_bytes());
+                }
+            }
+        }
+    }
+
+    /// Salsa20's quarter round on words `a, b, c, d`, in every lane.
+    #[inline(always)]
+    fn quarter(simd: V4, x: &mut [u32x16; 16], a: usize, b: usize, c: usize, d: usize) {
+        x[b] = simd.xor_u32x16(x[b], rotl::<7>(simd, simd.wrapping_add_u32x16(x[a], x[d])));
+        x[c] = simd.xor_u32x16(x[c], rotl::<9>(simd, simd.wrapping_add_u32x16(x[b], x[a])));
+        x[d] = simd.xor_u32x16(x[d], rotl::<13>(simd, simd.wrapping_add_u32x16(x[c], x[b])));
+        x[a] = simd.xor_u32x16(x[a], rotl::<18>(simd, simd.wrapping_add_u32x16(x[d], x[c])));
+    }
+
+    /// Rotation left by `L`: one `vprold`.
+    #[inline(always)]
+    fn rotl<const L: i32>(simd: V4, v: u32x16) -> u32x16 {
+        cast(simd.avx512f._mm512_rol_epi32::<L>(cast(v)))
+    }
+}
+
 /// Builds without the run-time choice (other architectures, AVX2 targeted at build time, or
-/// `--cfg zmtp_portable_salsa`): no token can exist, so the wide pass is never taken.
+/// `--cfg zmtp_portable_salsa`): no token can exist, so the wide passes are never taken.
 #[cfg(not(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa))))]
 mod avx2 {
     pub(super) const LANES: usize = super::LANES;
@@ -296,10 +421,13 @@ mod avx2 {
         None
     }
 
-    pub(super) fn next_pass(token: Token, _input: &[u32; 16], _block: u64, _out: &mut [u8; super::PASS_BUF]) {
+    pub(super) fn next_pass(token: Token, _input: &[u32; 16], _block: u64, _out: &mut [u8; PASS]) {
         match token {}
     }
 }
+
+#[cfg(not(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa))))]
+use avx2 as avx512;
 
 #[cfg(test)]
 mod tests {
@@ -329,17 +457,19 @@ mod tests {
             let mut expected = data.clone();
             reference.apply_keystream(&mut expected);
 
-            let (mut ours, mac) = XSalsaBox::new(&key, &nonce, hint);
-            assert_eq!(*mac, expected_mac);
-            let mut got = data.clone();
-            let mut rest = &mut got[..];
-            while !rest.is_empty() {
-                let n = rng.gen_range(1..=rest.len().min(700));
-                let (now, later) = rest.split_at_mut(n);
-                ours.apply(now);
-                rest = later;
+            for wide in every_wide() {
+                let (mut ours, mac) = XSalsaBox::with_wide(&key, &nonce, hint, wide);
+                assert_eq!(*mac, expected_mac);
+                let mut got = data.clone();
+                let mut rest = &mut got[..];
+                while !rest.is_empty() {
+                    let n = rng.gen_range(1..=rest.len().min(700));
+                    let (now, later) = rest.split_at_mut(n);
+                    ours.apply(now);
+                    rest = later;
+                }
+                assert_eq!(got, expected, "length {len}, hint {hint}, pass of {} bytes", ours.pass_len);
             }
-            assert_eq!(got, expected, "length {len}, hint {hint}");
         }
     }
 
@@ -358,21 +488,29 @@ mod tests {
         assert_eq!(pass, expected);
     }
 
-    /// The AVX2 pass (where this CPU has AVX2) also carries, and equals the reference.
+    /// Every pass this CPU and build can take: the portable lanes, AVX2, AVX-512.
+    fn every_wide() -> Vec<Wide> {
+        let mut wides = vec![Wide::Portable];
+        wides.extend(avx2::detect().map(Wide::Avx2));
+        wides.extend(avx512::detect().map(Wide::Avx512));
+        wides
+    }
+
+    /// Each wide pass this CPU has also carries, and equals the reference.
     #[test]
-    fn the_avx2_pass_matches_across_the_carry() {
-        let (key, nonce) = ([9u8; 32], [4u8; 8]);
-        let mut lanes = SalsaLanes::new(&key, &nonce);
-        if lanes.avx2.is_none() {
-            return; // no AVX2 here: the portable lanes are the ones in use, tested above
+    fn every_wide_pass_matches_across_the_carry() {
+        for wide in every_wide() {
+            let (key, nonce) = ([9u8; 32], [4u8; 8]);
+            let mut lanes = SalsaLanes::new(&key, &nonce);
+            lanes.wide = wide;
+            lanes.block = u32::MAX as u64 - 3; // a pass of any width across the carry
+            let mut pass = [0u8; PASS_BUF];
+            let len = lanes.next_pass_any(&mut pass);
+            let mut reference = salsa20::Salsa20::new(GenericArray::from_slice(&key), GenericArray::from_slice(&nonce));
+            reference.seek((u32::MAX as u64 - 3) * 64);
+            let mut expected = [0u8; PASS_BUF];
+            reference.apply_keystream(&mut expected[..len]);
+            assert_eq!(pass[..len], expected[..len], "pass of {len} bytes");
         }
-        lanes.block = u32::MAX as u64 - 3; // eight blocks across the carry
-        let mut pass = [0u8; PASS_BUF];
-        assert_eq!(lanes.next_pass_any(&mut pass), avx2::PASS);
-        let mut reference = salsa20::Salsa20::new(GenericArray::from_slice(&key), GenericArray::from_slice(&nonce));
-        reference.seek((u32::MAX as u64 - 3) * 64);
-        let mut expected = [0u8; avx2::PASS];
-        reference.apply_keystream(&mut expected);
-        assert_eq!(pass[..avx2::PASS], expected[..]);
     }
 }
