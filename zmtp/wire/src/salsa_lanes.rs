@@ -332,6 +332,7 @@ mod avx2 {
 /// rotations, so a block costs about a third of the vector operations.
 #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2"), not(zmtp_portable_salsa)))]
 mod avx512 {
+    use core::arch::x86_64::__m512i;
     use pulp::bytemuck::cast;
     use pulp::u32x16;
     use pulp::x86::V4;
@@ -383,11 +384,37 @@ mod avx512 {
                 quarter(simd, &mut x, 10, 11, 8, 9);
                 quarter(simd, &mut x, 15, 12, 13, 14);
             }
-            for i in 0..16 {
-                let word: [u32; LANES] = cast(simd.wrapping_add_u32x16(x[i], start[i]));
-                for (lane, value) in word.iter().enumerate() {
-                    let at = 64 * lane + 4 * i;
-                    out[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            let rows: [__m512i; 16] = core::array::from_fn(|i| cast(simd.wrapping_add_u32x16(x[i], start[i])));
+            // Row `i` holds word `i` of the sixteen blocks; block `c` is column `c`. A 16×16
+            // transpose in registers (64 shuffles), then one 64-byte store per block, instead of
+            // 256 stores of one word each.
+            let f = simd.avx512f;
+            let t: [__m512i; 16] = core::array::from_fn(|i| {
+                let (a, b) = (rows[i & !1], rows[i | 1]);
+                if i % 2 == 0 { f._mm512_unpacklo_epi32(a, b) } else { f._mm512_unpackhi_epi32(a, b) }
+            });
+            // u[4g + j], 128-bit lane k: words 4g..4g+4 of block 4k + j.
+            let u: [__m512i; 16] = core::array::from_fn(|n| {
+                let (g, j) = (n / 4, n % 4);
+                let (a, b) = (t[4 * g + j / 2], t[4 * g + 2 + j / 2]);
+                if j % 2 == 0 { f._mm512_unpacklo_epi64(a, b) } else { f._mm512_unpackhi_epi64(a, b) }
+            });
+            for j in 0..4 {
+                let (a, b, c, d) = (u[j], u[4 + j], u[8 + j], u[12 + j]);
+                let low_ab = f._mm512_shuffle_i32x4::<0x44>(a, b);
+                let high_ab = f._mm512_shuffle_i32x4::<0xEE>(a, b);
+                let low_cd = f._mm512_shuffle_i32x4::<0x44>(c, d);
+                let high_cd = f._mm512_shuffle_i32x4::<0xEE>(c, d);
+                let blocks = [
+                    f._mm512_shuffle_i32x4::<0x88>(low_ab, low_cd),
+                    f._mm512_shuffle_i32x4::<0xDD>(low_ab, low_cd),
+                    f._mm512_shuffle_i32x4::<0x88>(high_ab, high_cd),
+                    f._mm512_shuffle_i32x4::<0xDD>(high_ab, high_cd),
+                ];
+                for (k, block) in blocks.into_iter().enumerate() {
+                    let at = 64 * (4 * k + j);
+                    let bytes: [u8; 64] = cast(block); // x86 is little-endian, as Salsa20's output
+                    out[at..at + 64].copy_from_slice(&bytes);
                 }
             }
         }
