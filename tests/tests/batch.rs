@@ -472,3 +472,78 @@ async fn a_large_encoded_batch_passes_a_small_inproc_queue_in_order() {
         assert_eq!(&got[1][..], &i.to_be_bytes()[..]);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// PUB fan-out: shared messages queued back to back go as runs
+// ---------------------------------------------------------------------------------------------
+
+/// A PUB ahead of several subscribers queues the messages it publishes in a loop as runs of
+/// shared messages (large ones alone): every subscriber gets every message, in order, over each
+/// transport and under CURVE.
+async fn a_publisher_delivers_every_message_in_order(endpoint: &str, curve: bool) {
+    const N: usize = 3_000;
+    let publisher = Socket::new(SocketType::Pub);
+    publisher.set_sndhwm(0);
+    let subscribers: Vec<Socket> = (0..3).map(|_| Socket::new(SocketType::Sub)).collect();
+    let server_keys = zmtp::security::KeyPair::generate();
+    if curve {
+        publisher.set_curve_server(true);
+        publisher.set_curve_keypair(server_keys.clone());
+    }
+    let endpoint = publisher.bind(endpoint).await.unwrap();
+    for sub in &subscribers {
+        if curve {
+            sub.set_curve_keypair(zmtp::security::KeyPair::generate());
+            sub.set_curve_serverkey(&server_keys.public_z85()).unwrap();
+        }
+        sub.set_rcvhwm(0);
+        sub.subscribe(b"").unwrap();
+        sub.connect(&endpoint).await.unwrap();
+    }
+    // Until every subscription is live (a PUB drops what no subscriber asked for yet).
+    for (i, sub) in subscribers.iter().enumerate() {
+        for attempt in 0.. {
+            assert!(attempt < 400, "subscriber {i} never heard a probe");
+            publisher.send(Message::from(format!("probe {i}"))).await.unwrap();
+            if let Ok(got) = timeout(Duration::from_millis(50), sub.recv()).await {
+                assert!(got.unwrap()[0].starts_with(b"probe"));
+                break;
+            }
+        }
+    }
+    for i in 0..N {
+        publisher.send(shaped(i)).await.unwrap();
+    }
+    for (s, sub) in subscribers.iter().enumerate() {
+        let mut next = 0;
+        while next < N {
+            let m = timeout(STEP, sub.recv()).await.expect("in time").unwrap();
+            if m[0].starts_with(b"probe") {
+                continue;
+            }
+            let expected = shaped(next);
+            assert!(m.iter().eq(expected.iter()), "subscriber {s}, message {next}");
+            next += 1;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_delivers_every_message_in_order_over_tcp() {
+    a_publisher_delivers_every_message_in_order("tcp://127.0.0.1:*", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_delivers_every_message_in_order_over_ipc() {
+    a_publisher_delivers_every_message_in_order("ipc://*", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_delivers_every_message_in_order_over_inproc() {
+    a_publisher_delivers_every_message_in_order(&format!("inproc://{}", zmtp_testkit::unique("fanout")), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_delivers_every_message_in_order_under_curve() {
+    a_publisher_delivers_every_message_in_order("tcp://127.0.0.1:*", true).await;
+}

@@ -60,6 +60,14 @@ async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), Connection
                         to.subscription_message(subscription, &mut batch).await?;
                     }
                 }
+                Outbound::SharedRun(run) => {
+                    for shared in run {
+                        let msg = std::sync::Arc::unwrap_or_clone(shared);
+                        if let Some(subscription) = to.message(msg, &mut batch) {
+                            to.subscription_message(subscription, &mut batch).await?;
+                        }
+                    }
+                }
                 // Taken apart into the messages it holds (each frame a slice of it), handed over
                 // a few hundred at a time: the other socket's HWM applies within a batch too.
                 Outbound::Encoded(bytes) => {

@@ -163,21 +163,24 @@ async fn send(socket: &UdpSocket, attached: &Attached, kill: &CancellationToken,
         let more = attached.out.drain(&mut items);
         let taken = message_bytes(&items);
         for item in items.drain(..) {
-            // A RADIO queues its wire form here, group then body; nothing else comes.
-            let Some(msg) = item.message() else { continue };
-            let (Some(group), body) = (msg.first(), msg.frames().get(1)) else { continue };
-            buf.clear();
-            match datagram::encode(group, body.map_or(&[][..], |b| &b[..]), &mut buf) {
-                // A unicast destination with nobody listening answers with ICMP, which shows as an
-                // error on a later send: datagrams are fire-and-forget, so it is only traced.
-                Ok(()) => {
-                    if let Err(e) = socket.send(&buf).await {
-                        tracing::debug!(endpoint, error = %e, "udp send failed");
+            // A RADIO queues its wire form here, group then body (one message, shared, or a run
+            // of shared ones); nothing else comes.
+            for msg in item.messages() {
+                let (Some(group), body) = (msg.first(), msg.frames().get(1)) else { continue };
+                buf.clear();
+                match datagram::encode(group, body.map_or(&[][..], |b| &b[..]), &mut buf) {
+                    // A unicast destination with nobody listening answers with ICMP, which shows
+                    // as an error on a later send: datagrams are fire-and-forget, so it is only
+                    // traced.
+                    Ok(()) => {
+                        if let Err(e) = socket.send(&buf).await {
+                            tracing::debug!(endpoint, error = %e, "udp send failed");
+                        }
                     }
-                }
-                Err(e) => {
-                    if let Some(suppressed) = crate::throttle::allow("udp message too large") {
-                        tracing::warn!(endpoint, error = %e, suppressed, "message dropped: it does not fit in a datagram");
+                    Err(e) => {
+                        if let Some(suppressed) = crate::throttle::allow("udp message too large") {
+                            tracing::warn!(endpoint, error = %e, suppressed, "message dropped: it does not fit in a datagram");
+                        }
                     }
                 }
             }

@@ -220,14 +220,7 @@ mod tests {
     fn taken(out: &OutPipe) -> Vec<Vec<String>> {
         let mut items = VecDeque::new();
         out.drain(&mut items);
-        items
-            .into_iter()
-            .filter_map(|i| match i {
-                crate::link::pipe::Outbound::Message(m) => Some(frames(&m)),
-                crate::link::pipe::Outbound::Shared(m) => Some(frames(&m)),
-                _ => None,
-            })
-            .collect()
+        items.iter().flat_map(|i| i.messages().map(frames)).collect()
     }
 
     #[test]

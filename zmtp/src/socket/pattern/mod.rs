@@ -553,14 +553,12 @@ pub(crate) mod testing {
         peers.map[&id].out.drain(&mut items);
         items
             .into_iter()
-            .filter_map(|item| match item {
-                Outbound::Message(m) => Some(frames(&m)),
-                Outbound::Shared(m) => Some(frames(&m)),
+            .flat_map(|item| match item {
                 Outbound::Subscribe(topic, on) => {
-                    Some(vec![if on { "SUBSCRIBE" } else { "CANCEL" }.to_owned(), text(&topic)])
+                    vec![vec![if on { "SUBSCRIBE" } else { "CANCEL" }.to_owned(), text(&topic)]]
                 }
-                Outbound::Join(group, on) => Some(vec![if on { "JOIN" } else { "LEAVE" }.to_owned(), text(&group)]),
-                _ => None,
+                Outbound::Join(group, on) => vec![vec![if on { "JOIN" } else { "LEAVE" }.to_owned(), text(&group)]],
+                item => item.messages().map(frames).collect(),
             })
             .collect()
     }
