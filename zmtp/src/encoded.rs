@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::error::{Error, Result};
 use crate::message::Message;
@@ -79,6 +79,7 @@ impl EncodedBatch {
     }
 
     /// Appends a copy of `msg`.
+    #[inline]
     pub fn push_message(&mut self, msg: &Message) -> Result<()> {
         let Some(last) = msg.len().checked_sub(1) else {
             return Err(Error::EmptyMessage);
@@ -90,13 +91,29 @@ impl EncodedBatch {
         Ok(())
     }
 
+    /// The bytes `msg` takes once encoded (its frames and their headers).
+    pub(crate) fn len_of(msg: &Message) -> usize {
+        msg.iter().map(|frame| if frame.len() > 255 { 9 } else { 2 } + frame.len()).sum()
+    }
+
+    #[inline]
     fn push_frame(&mut self, flags: u8, frame: &[u8]) {
+        // One comparison when the room is there (a batch sized ahead, or grown already): the
+        // sender's encoded runs go through here frame by frame.
+        let need = 9 + frame.len();
+        if self.buf.capacity() - self.buf.len() < need {
+            self.grow(need);
+        }
+        encode_header(flags, frame.len(), &mut self.buf);
+        self.buf.extend_from_slice(frame);
+    }
+
+    #[cold]
+    fn grow(&mut self, need: usize) {
         if self.buf.capacity() == 0 {
             self.buf.reserve(std::mem::take(&mut self.reserve));
         }
-        self.buf.reserve(9 + frame.len());
-        encode_header(flags, frame.len(), &mut self.buf);
-        self.buf.put_slice(frame);
+        self.buf.reserve(need);
     }
 
     /// Messages in the batch.
