@@ -967,6 +967,7 @@ async fn the_cli_talks_to_a_pair_through_either_server() {
 /// tasks, so its Binary Star heartbeat goes on and the backup never takes over. (When the printing
 /// shared the server's one thread, the primary froze as the pipe filled: the client failed over,
 /// and the backup became active.)
+#[cfg(target_os = "linux")] // reads /proc
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_whose_stdout_is_not_read_keeps_serving() {
     use tokio::io::{AsyncBufReadExt, BufReader};
@@ -995,8 +996,10 @@ async fn a_server_whose_stdout_is_not_read_keeps_serving() {
         .await;
         backup.expect("peer: synced").await;
         // From here nothing reads the primary's stdout (kept open: closed, its writes would fail).
-        // A second's worth of status lines fills the pipe many times over.
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Its status lines fill the pipe at once; the test goes on when the kernel shows a thread
+        // of the primary asleep in that pipe write.
+        let pid = primary.id().expect("the primary runs");
+        step("the primary blocked on its full stdout", blocked_in_a_pipe_write(pid)).await;
         let client = synced(Client::start(ports.options()).unwrap()).await;
         for i in 0..20 {
             client.set(format!("/k/{i}"), "v", None).await.unwrap();
@@ -1008,4 +1011,19 @@ async fn a_server_whose_stdout_is_not_read_keeps_serving() {
         drop(out);
     })
     .await;
+}
+
+/// Returns once a thread of process `pid` sleeps in a pipe write: its wait channel (Linux's
+/// `/proc/<pid>/task/<tid>/wchan`) is `pipe_write` (`anon_pipe_write` on newer kernels).
+#[cfg(target_os = "linux")]
+async fn blocked_in_a_pipe_write(pid: u32) {
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
+        for task in tasks.flatten() {
+            if std::fs::read_to_string(task.path().join("wchan")).is_ok_and(|w| w.ends_with("pipe_write")) {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
