@@ -38,7 +38,7 @@ pub(crate) enum Outbound {
     Join(Bytes, bool),
     /// A PONG echoing this context.
     Pong(Bytes),
-    /// Whole messages already in wire framing ([`EncodedBatch`](crate::EncodedBatch)): written as
+    /// Whole messages already in wire framing ([`EncodedBatch`]): written as
     /// they are.
     Encoded(Bytes),
     /// The rest of a message the sender wrote [directly](super::direct) in part: written first,
@@ -192,7 +192,7 @@ impl OutPipe {
         true
     }
 
-    /// Queues messages already encoded ([`EncodedBatch`](crate::EncodedBatch)) unless the pipe is
+    /// Queues messages already encoded ([`EncodedBatch`]) unless the pipe is
     /// at its HWM: all of them at once, as one item (so a batch may take the queue past its HWMs by
     /// its own size, as one large message may).
     pub fn try_push_encoded(&self, bytes: Bytes, messages: usize) -> Result<(), Bytes> {
@@ -351,7 +351,7 @@ impl OutPipe {
     /// would be (the byte HWM by each message's [`cost`]: the last may take the queue past it), then
     /// encoded outside the lock; if a concurrent sender took the room meanwhile, the run goes one
     /// by one after all. Once queued, it counts its encoded bytes (the memory it holds), as an
-    /// [`EncodedBatch`](crate::EncodedBatch) does.
+    /// [`EncodedBatch`] does.
     fn try_push_encoded_run(&self, batch: &[Message]) -> Run {
         if batch.len() < ENCODE_RUN_MIN {
             return Run::Singles(batch.len());
