@@ -166,30 +166,7 @@ impl OutPipe {
     /// full against each pipe's HWMs, as a copy would, by its [`cost`], computed once for all of
     /// them); whether it was queued.
     pub fn try_push_shared(&self, msg: &Arc<Message>, cost: usize) -> bool {
-        if self.conflate || cost > SHARED_RUN_COST_MAX {
-            return self.try_push_item(Outbound::Shared(msg.clone()), cost).is_ok();
-        }
-        let mut s = self.lock();
-        if self.full(&s) {
-            return false;
-        }
-        s.messages += 1;
-        s.bytes += cost;
-        // Behind a small shared message or a run with room, it joins them (see `SharedRun`).
-        match s.queue.back_mut() {
-            Some(Outbound::SharedRun(run)) if run.len() < SHARED_RUN_MAX => run.push(msg.clone()),
-            Some(last @ Outbound::Shared(_)) if last.cost() <= SHARED_RUN_COST_MAX => {
-                let Outbound::Shared(first) = std::mem::replace(last, Outbound::SharedRun(Vec::new())) else {
-                    unreachable!("matched a shared message")
-                };
-                let mut run = Vec::with_capacity(SHARED_RUN_MAX);
-                run.extend([first, msg.clone()]);
-                *last = Outbound::SharedRun(run);
-            }
-            _ => s.queue.push_back(Outbound::Shared(msg.clone())),
-        }
-        self.wake_writer(s);
-        true
+        self.try_push_item(Outbound::Shared(msg.clone()), cost).is_ok()
     }
 
     /// Queues messages already encoded ([`EncodedBatch`]) unless the pipe is
@@ -247,7 +224,7 @@ impl OutPipe {
         }
         s.messages += messages;
         s.bytes += cost;
-        s.queue.push_back(item);
+        enqueue(&mut s.queue, item, cost);
         self.wake_writer(s);
         Ok(())
     }
@@ -578,6 +555,28 @@ const SHARED_RUN_MAX: usize = 32;
 /// The largest message (by [`cost`]) that joins a run: a large one's queue entry is small beside
 /// it, and a run stays under 32 KiB.
 const SHARED_RUN_COST_MAX: usize = 1024;
+
+/// Puts `item` (costing `cost`) at the back of `queue`. A small shared message behind another
+/// or behind a run with room joins them (see [`Outbound::SharedRun`]); anything else is an item
+/// of its own.
+fn enqueue(queue: &mut VecDeque<Outbound>, item: Outbound, cost: usize) {
+    let Outbound::Shared(msg) = item else { return queue.push_back(item) };
+    if cost <= SHARED_RUN_COST_MAX {
+        match queue.back_mut() {
+            Some(Outbound::SharedRun(run)) if run.len() < SHARED_RUN_MAX => return run.push(msg),
+            Some(last @ Outbound::Shared(_)) if last.cost() <= SHARED_RUN_COST_MAX => {
+                let run = Outbound::SharedRun(Vec::with_capacity(SHARED_RUN_MAX));
+                let (Outbound::Shared(first), Outbound::SharedRun(run)) = (std::mem::replace(last, run), last) else {
+                    unreachable!("a shared message replaced by a run")
+                };
+                run.extend([first, msg]);
+                return;
+            }
+            _ => {}
+        }
+    }
+    queue.push_back(Outbound::Shared(msg))
+}
 
 /// A batch of at least this many messages is encoded by its sender ([`OutPipe::try_push_many`]).
 const ENCODE_RUN_MIN: usize = 16;
