@@ -99,7 +99,7 @@ pub fn read_journal_snapshot(bytes: &[u8]) -> Option<(u64, Vec<JournalEntry>)> {
 pub fn write_journal_snapshot(sequence: u64, entries: &[JournalEntry]) -> Vec<u8> {
     let entries = entries.iter().map(|(key, value, deadline)| crate::store::Entry { key, value, deadline: *deadline });
     let mut out = Vec::new();
-    if crate::durable::snapshot::write(&mut out, sequence, entries).is_err() {
+    if crate::durable::snapshot::write(&mut out, sequence, crate::durable::snapshot::Entries(entries)).is_err() {
         panic!("entries read from a snapshot are writable");
     }
     out

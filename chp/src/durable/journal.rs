@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::files;
 use super::recovery::{Recovered, recover};
-use super::snapshot;
+use super::snapshot::{self, Chunks, Entries, Source};
 use super::{Durability, JournalError, Update};
 use crate::store::{Entry, OwnedEntry};
 
@@ -213,7 +213,7 @@ impl Journal {
         sequence: u64,
         entries: impl IntoIterator<Item = Entry<'a>>,
     ) -> Result<(), JournalError> {
-        self.compact_through(sequence, entries, CompactStep::RemoveOldLog)
+        self.compact_through(sequence, Entries(entries), CompactStep::RemoveOldLog)
     }
 
     /// Replaces everything with a snapshot of `entries` at `sequence`, which may be below what
@@ -228,6 +228,22 @@ impl Journal {
         sequence: u64,
         entries: impl IntoIterator<Item = Entry<'a>>,
     ) -> Result<(), JournalError> {
+        self.reset_from(sequence, Entries(entries))
+    }
+
+    /// [`reset`](Self::reset) from `chunks` of the map in key order, each copied out when the
+    /// writer asks for it: a caller that locks its map only while it copies a chunk keeps the map
+    /// in use while the snapshot is written and fsynced. The map must not change in between (the
+    /// snapshot would not be the map at `sequence`).
+    pub fn reset_chunks(
+        &mut self,
+        sequence: u64,
+        chunks: impl IntoIterator<Item = Vec<OwnedEntry>>,
+    ) -> Result<(), JournalError> {
+        self.reset_from(sequence, Chunks(chunks))
+    }
+
+    fn reset_from(&mut self, sequence: u64, source: impl Source) -> Result<(), JournalError> {
         self.usable()?;
         self.pending.clear();
         if sequence < self.sequence {
@@ -250,12 +266,12 @@ impl Journal {
             files::sync_dir(&self.dir).map_err(io(&self.dir))?;
             // Nothing is on disk now: the snapshot below starts from scratch.
             (self.sequence, self.base, self.unsynced) = (sequence, u64::MAX, false);
-            let result = self.compact(sequence, entries);
+            let result = self.compact_through(sequence, source, CompactStep::RemoveOldLog);
             // Appending to the old log's (removed) file would lose updates.
             self.broken |= result.is_err();
             return result;
         }
-        self.compact(sequence, entries)
+        self.compact_through(sequence, source, CompactStep::RemoveOldLog)
     }
 
     /// The epoch stored beside the map (0 if none was): a pair server's count of promotions, so
@@ -274,10 +290,10 @@ impl Journal {
 
     /// [`compact`](Self::compact) up to and including `last`: the tests stop here to leave the
     /// files as a crash after that step would.
-    pub(crate) fn compact_through<'a>(
+    pub(crate) fn compact_through(
         &mut self,
         sequence: u64,
-        entries: impl IntoIterator<Item = Entry<'a>>,
+        source: impl Source,
         last: CompactStep,
     ) -> Result<(), JournalError> {
         self.usable()?;
@@ -287,10 +303,7 @@ impl Journal {
         // The old snapshot and log must hold the map at `sequence` until the new snapshot is in.
         self.sync()?;
         let temp = files::temp_path(&self.dir, sequence);
-        if let Err(e) = write_snapshot(&temp, sequence, entries) {
-            let _ = files::remove(&temp);
-            return Err(e);
-        }
+        write_snapshot(&temp, sequence, source)?;
         if last == CompactStep::WriteTemp {
             return Ok(());
         }
@@ -436,28 +449,7 @@ impl Compaction {
         last: CompactStep,
     ) -> Result<(), JournalError> {
         let temp = files::temp_path(&self.dir, self.sequence);
-        let written = (|| {
-            let io = |source| JournalError::Io { path: temp.clone(), source };
-            let file = File::create(&temp).map_err(io)?;
-            let written = (|| {
-                let mut writer = snapshot::Writer::start(io::BufWriter::new(&file), self.sequence)?;
-                for chunk in chunks {
-                    for e in &chunk {
-                        writer.entry(Entry { key: &e.key, value: &e.value, deadline: e.deadline })?;
-                    }
-                }
-                writer.finish()
-            })();
-            written.map_err(|e| match e {
-                snapshot::WriteError::Io(source) => io(source),
-                snapshot::WriteError::Unwritable(why) => JournalError::Unwritable(why),
-            })?;
-            file.sync_all().map_err(io)
-        })();
-        if let Err(e) = written {
-            let _ = files::remove(&temp);
-            return Err(e);
-        }
+        write_snapshot(&temp, self.sequence, Chunks(chunks))?;
         if last == CompactStep::WriteTemp {
             return Ok(());
         }
@@ -493,19 +485,21 @@ fn remove_superseded(dir: &Path, sequence: u64, last: CompactStep) -> Result<(),
     files::sync_dir(dir).map_err(io(dir))
 }
 
-/// Writes the snapshot to `path` and fsyncs it.
-fn write_snapshot<'a>(
-    path: &Path,
-    sequence: u64,
-    entries: impl IntoIterator<Item = Entry<'a>>,
-) -> Result<(), JournalError> {
+/// Writes the snapshot to `path` (a temporary name) and fsyncs it; removes what it wrote if
+/// that fails.
+fn write_snapshot(path: &Path, sequence: u64, source: impl Source) -> Result<(), JournalError> {
     let io = |source| JournalError::Io { path: path.to_path_buf(), source };
-    let file = File::create(path).map_err(io)?;
-    snapshot::write(&file, sequence, entries).map_err(|e| match e {
-        snapshot::WriteError::Io(source) => io(source),
-        snapshot::WriteError::Unwritable(why) => JournalError::Unwritable(why),
-    })?;
-    file.sync_all().map_err(io)
+    let written = File::create(path).map_err(io).and_then(|file| {
+        snapshot::write(&file, sequence, source).map_err(|e| match e {
+            snapshot::WriteError::Io(source) => io(source),
+            snapshot::WriteError::Unwritable(why) => JournalError::Unwritable(why),
+        })?;
+        file.sync_all().map_err(io)
+    });
+    if written.is_err() {
+        let _ = files::remove(path);
+    }
+    written
 }
 
 /// Creates an empty log at `path`, durable (its directory entry aside).

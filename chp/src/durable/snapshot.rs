@@ -16,7 +16,7 @@ use super::Corruption;
 use super::fields::{Fields, kind};
 use super::record::{ReadError, RecordReader, push_record};
 use crate::kvmsg;
-use crate::store::{Entry, Store};
+use crate::store::{Entry, OwnedEntry, Store};
 
 /// Records are gathered into chunks of about this size before each write.
 const WRITE_CHUNK: usize = 1 << 20;
@@ -29,22 +29,45 @@ pub(crate) enum WriteError {
     Unwritable(Corruption),
 }
 
-/// Writes the snapshot of `entries` at `sequence` to `out` (the caller fsyncs). Deadlines are
+/// Writes the snapshot of `source` at `sequence` to `out` (the caller fsyncs). Deadlines are
 /// Unix milliseconds.
-pub(crate) fn write<'a>(
-    out: impl Write,
-    sequence: u64,
-    entries: impl IntoIterator<Item = Entry<'a>>,
-) -> Result<(), WriteError> {
+pub(crate) fn write(out: impl Write, sequence: u64, source: impl Source) -> Result<(), WriteError> {
     let mut writer = Writer::start(out, sequence)?;
-    for entry in entries {
-        writer.entry(entry)?;
-    }
+    source.write_into(&mut writer)?;
     writer.finish()
 }
 
-/// A snapshot written entry by entry, for entries that are not all at hand at once (a background
-/// compaction reads the map a chunk at a time).
+/// What a snapshot is written from: the whole map, in key order.
+pub(crate) trait Source {
+    /// Adds every entry to `writer`.
+    fn write_into<W: Write>(self, writer: &mut Writer<W>) -> Result<(), WriteError>;
+}
+
+/// Entries borrowed from a map that stays unchanged while the snapshot is written.
+pub(crate) struct Entries<I>(pub(crate) I);
+
+impl<'a, I: IntoIterator<Item = Entry<'a>>> Source for Entries<I> {
+    fn write_into<W: Write>(self, writer: &mut Writer<W>) -> Result<(), WriteError> {
+        self.0.into_iter().try_for_each(|entry| writer.entry(entry))
+    }
+}
+
+/// Entries copied out of a map a chunk at a time (each chunk under a short lock of the map, so
+/// that the map stays in use while the snapshot is written).
+pub(crate) struct Chunks<I>(pub(crate) I);
+
+impl<I: IntoIterator<Item = Vec<OwnedEntry>>> Source for Chunks<I> {
+    fn write_into<W: Write>(self, writer: &mut Writer<W>) -> Result<(), WriteError> {
+        for chunk in self.0 {
+            for e in &chunk {
+                writer.entry(Entry { key: &e.key, value: &e.value, deadline: e.deadline })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A snapshot written entry by entry (see [`Source`]).
 pub(crate) struct Writer<W: Write> {
     out: W,
     chunk: Vec<u8>,
@@ -196,7 +219,7 @@ mod tests {
     fn snapshot_of(pairs: &[(&str, &str, Option<u64>)]) -> Vec<u8> {
         let entries = pairs.iter().map(|(k, v, d)| Entry { key: k.as_bytes(), value: v.as_bytes(), deadline: *d });
         let mut out = Vec::new();
-        write(&mut out, 42, entries).unwrap();
+        write(&mut out, 42, Entries(entries)).unwrap();
         out
     }
 
@@ -240,9 +263,15 @@ mod tests {
     #[test]
     fn refuses_entries_it_could_not_read_back() {
         let empty_value = [Entry { key: b"/a", value: b"", deadline: None }];
-        assert!(matches!(write(Vec::new(), 1, empty_value), Err(WriteError::Unwritable(Corruption::EmptyValue))));
+        assert!(matches!(
+            write(Vec::new(), 1, Entries(empty_value)),
+            Err(WriteError::Unwritable(Corruption::EmptyValue))
+        ));
         let long_key = vec![b'k'; kvmsg::MAX_KEY_LEN + 1];
         let entry = [Entry { key: &long_key, value: b"v", deadline: None }];
-        assert!(matches!(write(Vec::new(), 1, entry), Err(WriteError::Unwritable(Corruption::InvalidField(_)))));
+        assert!(matches!(
+            write(Vec::new(), 1, Entries(entry)),
+            Err(WriteError::Unwritable(Corruption::InvalidField(_)))
+        ));
     }
 }

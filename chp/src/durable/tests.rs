@@ -228,7 +228,7 @@ fn a_crash_between_any_two_compaction_steps_recovers_the_same_map() {
         write(&mut journal, &mut model, &workload(1, 10));
         journal.compact(10, entries(&model)).unwrap();
         write(&mut journal, &mut model, &workload(11, 20));
-        journal.compact_through(20, entries(&model), last).unwrap();
+        journal.compact_through(20, super::snapshot::Entries(entries(&model)), last).unwrap();
         drop(journal); // the crash
         if half_written {
             tear_temp_snapshot(&dir, 20);

@@ -74,7 +74,6 @@ mod enabled {
 
     use crate::durable::{Compaction, Durability, Journal, JournalError, OwnedEntry, Recovered, Update, unix_millis};
     use crate::kvmsg::KvMsg;
-    use crate::store::Entry;
 
     /// A call [`Persist::blocking`] runs on the journal.
     type JournalCall = Box<dyn FnOnce(&mut Journal) -> Result<(), JournalError> + Send>;
@@ -235,20 +234,21 @@ mod enabled {
         /// Replaces the journal with the map `shared` holds now (a pair server that took its
         /// peer's, or kept part of one), even at an older sequence than the journal's, labelled
         /// `epoch`. The epoch is set to 0 first and to `epoch` last, so a crash in between leaves
-        /// a map that sorts below any other, never a partial one under a good epoch. The state
-        /// stays locked while it is written (a reset is rare: a pair server taking its peer's map).
+        /// a map that sorts below any other, never a partial one under a good epoch.
+        ///
+        /// The map is copied out a chunk at a time, each under a short lock (as a compaction reads
+        /// it), so snapshot streams and statistics go on while the snapshot is written and
+        /// fsynced. That is exact because the map's one writer, the pair's driver, awaits this
+        /// call: nothing changes it meanwhile.
         pub(in crate::server) async fn reset(&mut self, shared: &Arc<Shared>, epoch: u64) -> Result<(), JournalError> {
             // A compaction removes files older than its snapshot: never beside a reset.
             self.reap_compaction(true).await;
             let (shared, epoch_unix_ms) = (shared.clone(), self.epoch_unix_ms);
             self.blocking(Box::new(move |journal| {
                 journal.set_epoch(0)?;
-                {
-                    let state = shared.lock();
-                    let entries =
-                        state.entries().map(|e| Entry { deadline: e.deadline.map(|ms| epoch_unix_ms + ms), ..e });
-                    journal.reset(state.sequence(), entries)?;
-                }
+                let sequence = shared.lock().sequence();
+                journal.reset_chunks(sequence, map_chunks(&shared, epoch_unix_ms))?;
+                debug_assert_eq!(shared.lock().sequence(), sequence, "the map changed during a reset");
                 journal.set_epoch(epoch)
             }))
             .await
@@ -295,14 +295,17 @@ mod enabled {
         shared: Arc<Shared>,
         epoch_unix_ms: u64,
     ) -> tokio::task::JoinHandle<Result<(), JournalError>> {
-        tokio::task::spawn_blocking(move || {
-            let mut after: Option<Bytes> = None;
-            let chunks = std::iter::from_fn(|| {
-                let chunk = read_chunk(&shared.lock(), after.as_deref(), epoch_unix_ms);
-                after = chunk.last().map(|e| e.key.clone());
-                (!chunk.is_empty()).then_some(chunk)
-            });
-            compaction.finish(chunks)
+        tokio::task::spawn_blocking(move || compaction.finish(map_chunks(&shared, epoch_unix_ms)))
+    }
+
+    /// The map in key order, a chunk at a time: each chunk is copied out under its own lock of the
+    /// state, taken when the chunk is asked for and released before it is returned.
+    fn map_chunks(shared: &Shared, epoch_unix_ms: u64) -> impl Iterator<Item = Vec<OwnedEntry>> + '_ {
+        let mut after: Option<Bytes> = None;
+        std::iter::from_fn(move || {
+            let chunk = read_chunk(&shared.lock(), after.as_deref(), epoch_unix_ms);
+            after = chunk.last().map(|e| e.key.clone());
+            (!chunk.is_empty()).then_some(chunk)
         })
     }
 
@@ -374,6 +377,64 @@ mod enabled {
             assert_eq!(recovered.sequence(), sequence);
             // Deadlines round-trip through Unix milliseconds: equal to the millisecond, give or
             // take the conversion's rounding.
+            let after = map(&recovered);
+            assert_eq!(after.len(), before.len());
+            for ((k1, v1, d1), (k2, v2, d2)) in before.iter().zip(&after) {
+                assert_eq!((k1, v1), (k2, v2));
+                assert_eq!(d1.is_some(), d2.is_some());
+                assert!(d1.zip(*d2).is_none_or(|(a, b)| a.abs_diff(b) <= 2), "{d1:?} {d2:?}");
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+
+        /// A map of `n` keys (every third with a ttl) at sequence `sequence`.
+        fn big_map(shared: &Shared, n: usize, sequence: u64) {
+            let entries = (0..n).map(|i| crate::server::PeerEntry {
+                key: Bytes::from(format!("/big/{i:08}")),
+                value: Bytes::from(format!("value {i}")),
+                ttl: (i % 3 == 0).then(|| Duration::from_secs(3600 + i as u64)),
+            });
+            shared.lock().load(entries, sequence, Instant::now());
+        }
+
+        #[test]
+        fn the_map_is_read_a_chunk_at_a_time_with_the_lock_released_between_chunks() {
+            let view = ServerView::serving("127.0.0.1", 5556, ServerState::new(Instant::now()));
+            let shared = view.shared().clone();
+            big_map(&shared, 3 * COMPACTION_CHUNK + 5, 7);
+            let mut read = Vec::new();
+            let mut chunks = 0;
+            for chunk in map_chunks(&shared, 0) {
+                assert!(!shared.is_locked(), "a chunk is handed over with the state unlocked");
+                assert!(chunk.len() <= COMPACTION_CHUNK);
+                read.extend(chunk.into_iter().map(|e| (e.key.to_vec(), e.value.to_vec(), e.deadline)));
+                chunks += 1;
+            }
+            assert_eq!(chunks, 4);
+            assert_eq!(read, map(&shared.lock()));
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_reset_to_an_older_map_written_in_chunks_recovers_it_exactly() {
+            let dir = std::env::temp_dir().join(format!("chp-persist-reset-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut state = ServerState::new(Instant::now());
+            let mut persist = Persist::open(&dir, Durability::Always, &mut state).unwrap();
+            let view = ServerView::serving("127.0.0.1", 5556, state);
+            let shared = view.shared().clone();
+            write(&mut persist, &shared, 1, 50).await; // our own map, at sequence 50
+            // The peer's map: more keys than a chunk holds, at an older sequence.
+            big_map(&shared, 2 * COMPACTION_CHUNK + 17, 20);
+            persist.reset(&shared, 9).await.unwrap();
+            let (before, epoch) = {
+                let state = shared.lock();
+                (map(&state), state.epoch())
+            };
+            drop(persist);
+
+            let mut recovered = ServerState::new(epoch);
+            let persist = Persist::open(&dir, Durability::Always, &mut recovered).unwrap();
+            assert_eq!((recovered.sequence(), persist.epoch()), (20, 9));
             let after = map(&recovered);
             assert_eq!(after.len(), before.len());
             for ((k1, v1, d1), (k2, v2, d2)) in before.iter().zip(&after) {

@@ -79,6 +79,12 @@ impl Shared {
     pub(super) fn lock(&self) -> MutexGuard<'_, ServerState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Whether someone holds the state's lock now (the tests of code that must not hold it long).
+    #[cfg(all(test, feature = "durable"))]
+    pub(super) fn is_locked(&self) -> bool {
+        matches!(self.state.try_lock(), Err(std::sync::TryLockError::WouldBlock))
+    }
 }
 
 /// What a running server lets the application read: its address, its map, its counters.
