@@ -289,12 +289,20 @@ impl SnapshotReply {
     /// Parses a reply. Frames 2–3 of a KVSYNC are not required to be empty (the reference server
     /// sends the stored UUID and properties) but must still be well-formed.
     pub fn parse(frames: &[Bytes]) -> Result<SnapshotReply, CommandError> {
-        let msg = KvMsg::parse(frames)?;
-        Ok(if msg.key == KTHXBAI {
+        Ok(Self::from_kvmsg(KvMsg::parse(frames)?))
+    }
+
+    /// [`parse`](Self::parse), moving key and value out of `frames` (see [`KvMsg::parse_mut`]).
+    pub fn parse_mut(frames: &mut [Bytes]) -> Result<SnapshotReply, CommandError> {
+        Ok(Self::from_kvmsg(KvMsg::parse_mut(frames)?))
+    }
+
+    fn from_kvmsg(msg: KvMsg) -> SnapshotReply {
+        if msg.key == KTHXBAI {
             SnapshotReply::KthxBai(KthxBai { sequence: msg.sequence, subtree: msg.body })
         } else {
             SnapshotReply::KvSync(KvSync { key: msg.key, sequence: msg.sequence, value: msg.body })
-        })
+        }
     }
 
     /// The five frames (prefix the routing id to send on a ROUTER).
@@ -325,8 +333,16 @@ pub enum Update {
 impl Update {
     /// Parses a message from the publisher.
     pub fn parse(frames: &[Bytes]) -> Result<Update, CommandError> {
-        let msg = KvMsg::parse(frames)?;
-        Ok(if msg.key == HUGZ { Update::Hugz { sequence: msg.sequence } } else { Update::KvPub(msg) })
+        Ok(Self::from_kvmsg(KvMsg::parse(frames)?))
+    }
+
+    /// [`parse`](Self::parse), moving key and body out of `frames` (see [`KvMsg::parse_mut`]).
+    pub fn parse_mut(frames: &mut [Bytes]) -> Result<Update, CommandError> {
+        Ok(Self::from_kvmsg(KvMsg::parse_mut(frames)?))
+    }
+
+    fn from_kvmsg(msg: KvMsg) -> Update {
+        if msg.key == HUGZ { Update::Hugz { sequence: msg.sequence } } else { Update::KvPub(msg) }
     }
 
     /// The five frames. HUGZ is `["HUGZ", sequence u64, "", "", ""]`.

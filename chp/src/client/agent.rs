@@ -425,8 +425,8 @@ impl Agent {
         let mut ask_again = false;
         let mut next = Some(msg);
         let mut handled = 0;
-        while let Some(msg) = next.take() {
-            let update = match Update::parse(msg.frames()) {
+        while let Some(mut msg) = next.take() {
+            let update = match Update::parse_mut(msg.frames_mut()) {
                 Ok(u) => Some(u),
                 Err(e) => {
                     tracing::warn!(server = %server, error = %e, "dropped bad message from publisher");
@@ -475,8 +475,8 @@ impl Agent {
     }
 
     /// A message on the snapshot socket (only read while syncing). True: ask for the snapshot again.
-    fn on_snapshot(&mut self, msg: Message, state: &mut SyncState, server: &ServerAddress) -> Result<bool, End> {
-        let reply = match SnapshotReply::parse(msg.frames()) {
+    fn on_snapshot(&mut self, mut msg: Message, state: &mut SyncState, server: &ServerAddress) -> Result<bool, End> {
+        let reply = match SnapshotReply::parse_mut(msg.frames_mut()) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(server = %server, error = %e, "dropped bad snapshot message");

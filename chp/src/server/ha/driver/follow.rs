@@ -185,9 +185,9 @@ impl Driver {
     }
 
     /// A message from the active's publisher.
-    pub(super) fn on_peer_update(&mut self, msg: Message) {
+    pub(super) fn on_peer_update(&mut self, mut msg: Message) {
         let now = Instant::now();
-        let update = match Update::parse(msg.frames()) {
+        let update = match Update::parse_mut(msg.frames_mut()) {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!(error = %e, "dropped bad message from the active");
@@ -237,7 +237,7 @@ impl Driver {
     }
 
     /// A message on the snapshot request's socket.
-    pub(super) async fn on_peer_snapshot(&mut self, msg: Message) -> Result<(), JournalError> {
+    pub(super) async fn on_peer_snapshot(&mut self, mut msg: Message) -> Result<(), JournalError> {
         let now = Instant::now();
         if matches!(msg.frames(), [answer] if answer == PEER_NEWER) {
             // Both of us restarted from our journals and ours is newer: the active falls silent,
@@ -254,7 +254,7 @@ impl Driver {
             }
             return Ok(());
         }
-        let kv = match KvMsg::parse(msg.frames()) {
+        let kv = match KvMsg::parse_mut(msg.frames_mut()) {
             Ok(kv) => kv,
             Err(e) => {
                 tracing::warn!(error = %e, "dropped bad snapshot message from the peer");
