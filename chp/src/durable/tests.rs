@@ -549,3 +549,34 @@ fn reset_replaces_the_map_even_with_an_older_sequence() {
     assert_eq!(keys, [(b"p".to_vec(), b"theirs".to_vec()), (b"q".to_vec(), b"next".to_vec())]);
     assert_eq!(dir.file_names(), ["log-00000000000000000002.chp", "snapshot-00000000000000000002.chp"]);
 }
+
+#[test]
+fn reset_from_chunks_is_the_reset_of_their_entries() {
+    let owned = |key: &str, value: &str, deadline| crate::store::OwnedEntry {
+        key: bytes::Bytes::copy_from_slice(key.as_bytes()),
+        value: bytes::Bytes::copy_from_slice(value.as_bytes()),
+        deadline,
+    };
+    let dir = TempDir::new("reset-chunks");
+    let (mut journal, _) = open(&dir);
+    for (i, key) in ["a", "b", "c", "d"].iter().enumerate() {
+        journal.append(&update(i as u64 + 1, key, "ours", None)).unwrap();
+    }
+    journal.commit().unwrap();
+    // The peer's map at an older sequence, in three chunks (one of them empty).
+    let chunks = vec![vec![owned("p", "1", None), owned("q", "2", Some(7))], vec![], vec![owned("r", "3", None)]];
+    journal.reset_chunks(2, chunks).unwrap();
+    drop(journal);
+    let (_, recovered) = open(&dir);
+    assert_eq!(recovered.sequence, 2);
+    let map: Vec<_> = recovered.entries.iter().map(|e| (e.key.to_vec(), e.value.to_vec(), e.deadline)).collect();
+    assert_eq!(
+        map,
+        [
+            (b"p".to_vec(), b"1".to_vec(), None),
+            (b"q".to_vec(), b"2".to_vec(), Some(7)),
+            (b"r".to_vec(), b"3".to_vec(), None)
+        ]
+    );
+    assert_eq!(dir.file_names(), ["log-00000000000000000002.chp", "snapshot-00000000000000000002.chp"]);
+}
