@@ -414,6 +414,51 @@ mod enabled {
             assert_eq!(read, map(&shared.lock()));
         }
 
+        /// Prints how long a reader waits for the state at most while a reset writes a map of a
+        /// million keys (100 B values), against how long the whole reset takes. Run with
+        /// `cargo test --release -p zmtp-chp --lib longest_wait -- --ignored --nocapture`.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "prints timings; not a check"]
+        async fn print_the_longest_wait_for_the_state_during_a_reset() {
+            let dir = std::env::temp_dir().join(format!("chp-persist-reset-wait-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut state = ServerState::new(Instant::now());
+            let mut persist = Persist::open(&dir, Durability::Always, &mut state).unwrap();
+            let view = ServerView::serving("127.0.0.1", 5556, state);
+            let shared = view.shared().clone();
+            let value = Bytes::from(vec![b'v'; 100]);
+            let entries = (0..1_000_000).map(|i| crate::server::PeerEntry {
+                key: Bytes::from(format!("/big/{i:08}")),
+                value: value.clone(),
+                ttl: None,
+            });
+            shared.lock().load(entries, 1_000_000, Instant::now());
+            let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let reader = std::thread::spawn({
+                let (shared, done) = (shared.clone(), done.clone());
+                move || {
+                    let mut longest = Duration::ZERO;
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        let t0 = Instant::now();
+                        drop(shared.lock());
+                        longest = longest.max(t0.elapsed());
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    longest
+                }
+            });
+            let t0 = Instant::now();
+            persist.reset(&shared, 1).await.unwrap();
+            let took = t0.elapsed();
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            println!(
+                "reset of 1M keys took {took:?}; longest wait for the state meanwhile {:?}",
+                reader.join().unwrap()
+            );
+            drop(persist);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn a_reset_to_an_older_map_written_in_chunks_recovers_it_exactly() {
             let dir = std::env::temp_dir().join(format!("chp-persist-reset-{}", std::process::id()));
