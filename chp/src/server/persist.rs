@@ -331,6 +331,28 @@ mod enabled {
             state.entries().map(|e| (e.key.to_vec(), e.value.to_vec(), e.deadline)).collect()
         }
 
+        /// An empty durable state in a fresh directory named after `name`: the directory, its
+        /// journal, and the state a server would share.
+        fn fresh(name: &str) -> (std::path::PathBuf, Persist, Arc<Shared>) {
+            let dir = std::env::temp_dir().join(format!("chp-persist-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut state = ServerState::new(Instant::now());
+            let persist = Persist::open(&dir, Durability::Always, &mut state).unwrap();
+            let shared = ServerView::serving("127.0.0.1", 5556, state).shared().clone();
+            (dir, persist, shared)
+        }
+
+        /// The same keys and values, and deadlines equal to the millisecond give or take the
+        /// rounding of their round trip through Unix milliseconds.
+        fn assert_same_map(before: &Map, after: &Map) {
+            assert_eq!(after.len(), before.len());
+            for ((k1, v1, d1), (k2, v2, d2)) in before.iter().zip(after) {
+                assert_eq!((k1, v1), (k2, v2));
+                assert_eq!(d1.is_some(), d2.is_some());
+                assert!(d1.zip(*d2).is_none_or(|(a, b)| a.abs_diff(b) <= 2), "{d1:?} {d2:?}");
+            }
+        }
+
         /// Applies and commits `n` updates over 300 keys (some with a ttl, some deletes).
         async fn write(persist: &mut Persist, shared: &Arc<Shared>, from: u64, n: u64) {
             for i in from..from + n {
@@ -347,12 +369,7 @@ mod enabled {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn a_background_compaction_while_updates_go_on_recovers_the_map_and_its_deadlines() {
-            let dir = std::env::temp_dir().join(format!("chp-persist-compaction-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            let mut state = ServerState::new(Instant::now());
-            let mut persist = Persist::open(&dir, Durability::Always, &mut state).unwrap();
-            let view = ServerView::serving("127.0.0.1", 5556, state);
-            let shared = view.shared().clone();
+            let (dir, mut persist, shared) = fresh("compaction");
             write(&mut persist, &shared, 1, 400).await;
             persist.compact_at = 0;
             write(&mut persist, &shared, 401, 1).await; // due: begins one
@@ -375,15 +392,7 @@ mod enabled {
             let mut recovered = ServerState::new(epoch);
             let _persist = Persist::open(&dir, Durability::Always, &mut recovered).unwrap();
             assert_eq!(recovered.sequence(), sequence);
-            // Deadlines round-trip through Unix milliseconds: equal to the millisecond, give or
-            // take the conversion's rounding.
-            let after = map(&recovered);
-            assert_eq!(after.len(), before.len());
-            for ((k1, v1, d1), (k2, v2, d2)) in before.iter().zip(&after) {
-                assert_eq!((k1, v1), (k2, v2));
-                assert_eq!(d1.is_some(), d2.is_some());
-                assert!(d1.zip(*d2).is_none_or(|(a, b)| a.abs_diff(b) <= 2), "{d1:?} {d2:?}");
-            }
+            assert_same_map(&before, &map(&recovered));
             let _ = std::fs::remove_dir_all(&dir);
         }
 
@@ -420,12 +429,7 @@ mod enabled {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         #[ignore = "prints timings; not a check"]
         async fn print_the_longest_wait_for_the_state_during_a_reset() {
-            let dir = std::env::temp_dir().join(format!("chp-persist-reset-wait-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            let mut state = ServerState::new(Instant::now());
-            let mut persist = Persist::open(&dir, Durability::Always, &mut state).unwrap();
-            let view = ServerView::serving("127.0.0.1", 5556, state);
-            let shared = view.shared().clone();
+            let (dir, mut persist, shared) = fresh("reset-wait");
             let value = Bytes::from(vec![b'v'; 100]);
             let entries = (0..1_000_000).map(|i| crate::server::PeerEntry {
                 key: Bytes::from(format!("/big/{i:08}")),
@@ -461,12 +465,7 @@ mod enabled {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn a_reset_to_an_older_map_written_in_chunks_recovers_it_exactly() {
-            let dir = std::env::temp_dir().join(format!("chp-persist-reset-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            let mut state = ServerState::new(Instant::now());
-            let mut persist = Persist::open(&dir, Durability::Always, &mut state).unwrap();
-            let view = ServerView::serving("127.0.0.1", 5556, state);
-            let shared = view.shared().clone();
+            let (dir, mut persist, shared) = fresh("reset");
             write(&mut persist, &shared, 1, 50).await; // our own map, at sequence 50
             // The peer's map: more keys than a chunk holds, at an older sequence.
             big_map(&shared, 2 * COMPACTION_CHUNK + 17, 20);
@@ -480,13 +479,7 @@ mod enabled {
             let mut recovered = ServerState::new(epoch);
             let persist = Persist::open(&dir, Durability::Always, &mut recovered).unwrap();
             assert_eq!((recovered.sequence(), persist.epoch()), (20, 9));
-            let after = map(&recovered);
-            assert_eq!(after.len(), before.len());
-            for ((k1, v1, d1), (k2, v2, d2)) in before.iter().zip(&after) {
-                assert_eq!((k1, v1), (k2, v2));
-                assert_eq!(d1.is_some(), d2.is_some());
-                assert!(d1.zip(*d2).is_none_or(|(a, b)| a.abs_diff(b) <= 2), "{d1:?} {d2:?}");
-            }
+            assert_same_map(&before, &map(&recovered));
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
