@@ -110,8 +110,25 @@ mod enabled {
             state: &mut ServerState,
         ) -> Result<Persist, JournalError> {
             let (journal, recovered) = Journal::open(dir, durability)?;
+            // One reading of both clocks, taken back to back: every conversion between the state's
+            // instants and the journal's Unix milliseconds goes through this one pair, so a pause
+            // between two readings cannot shift the deadlines.
             let now = Instant::now();
-            let epoch_unix_ms = unix_millis(SystemTime::now())
+            Ok(Persist::with_journal(journal, recovered, dir, state, now, SystemTime::now()))
+        }
+
+        /// [`Persist::open`] once the journal is open, with the clocks read at `now` and
+        /// `now_unix` (the same moment).
+        fn with_journal(
+            journal: Journal,
+            recovered: Recovered,
+            dir: &Path,
+            state: &mut ServerState,
+            now: Instant,
+            now_unix: SystemTime,
+        ) -> Persist {
+            let now_unix = unix_millis(now_unix);
+            let epoch_unix_ms = now_unix
                 .saturating_sub(u64::try_from(now.saturating_duration_since(state.epoch()).as_millis()).unwrap_or(0));
             let mut persist = Persist {
                 journal: Some(journal),
@@ -121,8 +138,8 @@ mod enabled {
                 recent_uuids: Vec::new(),
                 epoch_unix_ms,
             };
-            persist.load(recovered, state, now);
-            Ok(persist)
+            persist.load(recovered, state, now, now_unix);
+            persist
         }
 
         /// The UUIDs of the last updates the journal replayed, oldest first (once; see
@@ -131,7 +148,7 @@ mod enabled {
             std::mem::take(&mut self.recent_uuids)
         }
 
-        fn load(&mut self, mut recovered: Recovered, state: &mut ServerState, now: Instant) {
+        fn load(&mut self, mut recovered: Recovered, state: &mut ServerState, now: Instant, now_unix: u64) {
             self.recent_uuids = std::mem::take(&mut recovered.recent_uuids);
             if recovered.truncated_bytes > 0 {
                 tracing::warn!(
@@ -141,7 +158,6 @@ mod enabled {
                     "journal: cut a torn or damaged tail (the updates in it were never confirmed)"
                 );
             }
-            let now_unix = unix_millis(SystemTime::now());
             let entries = recovered.entries.iter().map(|e| PeerEntry {
                 key: bytes::Bytes::copy_from_slice(e.key),
                 value: bytes::Bytes::copy_from_slice(e.value),
@@ -331,13 +347,24 @@ mod enabled {
             state.entries().map(|e| (e.key.to_vec(), e.value.to_vec(), e.deadline)).collect()
         }
 
+        /// [`Persist::open`] on a wall clock that keeps a fixed offset from `Instant`: the tests
+        /// compare deadlines across a reopening to the millisecond, which two real clocks read by a
+        /// thread the OS may pause between the readings cannot promise.
+        fn open(dir: &Path, state: &mut ServerState) -> Persist {
+            static START: std::sync::OnceLock<(Instant, SystemTime)> = std::sync::OnceLock::new();
+            let (start, start_unix) = *START.get_or_init(|| (Instant::now(), SystemTime::now()));
+            let now = Instant::now();
+            let (journal, recovered) = Journal::open(dir, Durability::Always).unwrap();
+            Persist::with_journal(journal, recovered, dir, state, now, start_unix + (now - start))
+        }
+
         /// An empty durable state in a fresh directory named after `name`: the directory, its
         /// journal, and the state a server would share.
         fn fresh(name: &str) -> (std::path::PathBuf, Persist, Arc<Shared>) {
             let dir = std::env::temp_dir().join(format!("chp-persist-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             let mut state = ServerState::new(Instant::now());
-            let persist = Persist::open(&dir, Durability::Always, &mut state).unwrap();
+            let persist = open(&dir, &mut state);
             let shared = ServerView::serving("127.0.0.1", 5556, state).shared().clone();
             (dir, persist, shared)
         }
@@ -390,7 +417,7 @@ mod enabled {
             assert_eq!(names, ["LOCK", &format!("log-{:020}.chp", 401), &format!("snapshot-{:020}.chp", 401)]);
             let epoch = shared.lock().epoch();
             let mut recovered = ServerState::new(epoch);
-            let _persist = Persist::open(&dir, Durability::Always, &mut recovered).unwrap();
+            let _persist = open(&dir, &mut recovered);
             assert_eq!(recovered.sequence(), sequence);
             assert_same_map(&before, &map(&recovered));
             let _ = std::fs::remove_dir_all(&dir);
@@ -477,7 +504,7 @@ mod enabled {
             drop(persist);
 
             let mut recovered = ServerState::new(epoch);
-            let persist = Persist::open(&dir, Durability::Always, &mut recovered).unwrap();
+            let persist = open(&dir, &mut recovered);
             assert_eq!((recovered.sequence(), persist.epoch()), (20, 9));
             assert_same_map(&before, &map(&recovered));
             let _ = std::fs::remove_dir_all(&dir);
