@@ -127,11 +127,16 @@ impl SubStats {
     pub fn on_message(&mut self, first_byte: u8) -> bool {
         match first_byte {
             DATA => {
-                let now = Instant::now();
+                // The clock is read on the first message and on every 16th after it, not on each:
+                // a read per message was 16% of a subscriber process's CPU (the same for every
+                // stack), measuring the harness rather than the stack. The span it misses, at most
+                // 15 messages' worth per subscriber, is under 0.1% of the 20,000 a subscriber gets
+                // in the 100-subscriber cell.
                 if self.first.is_none() {
-                    self.first = Some(now);
+                    self.first = Some(Instant::now());
+                } else if self.count % 16 == 0 {
+                    self.last = Some(Instant::now());
                 }
-                self.last = Some(now);
                 self.count += 1;
                 false
             }
