@@ -134,7 +134,7 @@ impl SubStats {
                 // in the 100-subscriber cell.
                 if self.first.is_none() {
                     self.first = Some(Instant::now());
-                } else if self.count % 16 == 0 {
+                } else if self.count.is_multiple_of(16) {
                     self.last = Some(Instant::now());
                 }
                 self.count += 1;

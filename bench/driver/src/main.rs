@@ -856,8 +856,13 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
                 m.insert(format!("procs_{kind}_server_cpu_us"), v);
             }
         } else if l.starts_with("latency set") {
-            // Two lines: on an idle server, then "at N updates/s of background writes".
-            let loaded = if l.contains("background writes") { "loaded_" } else { "" };
+            // Three lines: on an idle server, then "at N updates/s of background writes" paced
+            // every 100 µs, then in 1 ms bursts.
+            let loaded = match (l.contains("background writes"), l.contains("bursts")) {
+                (false, _) => "",
+                (true, false) => "loaded_",
+                (true, true) => "burst_",
+            };
             for (k, pat) in [("p50_us", "p50 "), ("p99_us", "p99 ")] {
                 if let Some(d) = l.split(pat).nth(1).and_then(|r| parse_debug_duration(r.split(',').next()?)) {
                     m.insert(format!("{loaded}{k}"), d * 1e6);
@@ -874,8 +879,8 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
         }
     }
     p.finish(Instant::now() + Duration::from_secs(5));
-    if m.len() < 14 {
-        return Outcome::Failed(format!("chp perf output incomplete ({} of 14 figures)", m.len()));
+    if m.len() < 16 {
+        return Outcome::Failed(format!("chp perf output incomplete ({} of 16 figures)", m.len()));
     }
     // The failover row: the HA demo (bench-chp-ha) at the Guide's 1 s heartbeat and at 100 ms.
     let ha_bin = bin.with_file_name("bench-chp-ha");

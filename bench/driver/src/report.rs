@@ -301,7 +301,7 @@ pub fn markdown(
     let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");
     let chp_row = Row { id: "chp".into(), label: String::new(), kind: Kind::Mem { n: 0, procs: 0 } };
     let zmtp_col = present.iter().find(|v| v.name == "zmtp");
-    let chp_rows: [(&str, &str, Format); 14] = [
+    let chp_rows: [(&str, &str, Format); 16] = [
         (
             "updates/s through one server (confirmed to the publishers), clients in the server's process",
             "confirmed_per_s",
@@ -324,8 +324,10 @@ pub fn markdown(
         ("server CPU per update (user+sys), same run", "procs_clients_server_cpu_us", cpu_micros),
         ("set → watcher latency, idle server, p50", "p50_us", micros),
         ("set → watcher latency, idle server, p99", "p99_us", micros),
-        ("set → watcher latency at 50,000 background updates/s, p50", "loaded_p50_us", micros),
-        ("set → watcher latency at 50,000 background updates/s, p99", "loaded_p99_us", micros),
+        ("set → watcher latency at 50,000 background updates/s paced every 100 µs, p50", "loaded_p50_us", micros),
+        ("set → watcher latency at 50,000 background updates/s paced every 100 µs, p99", "loaded_p99_us", micros),
+        ("set → watcher latency at 50,000 background updates/s in 1 ms bursts of 50, p50", "burst_p50_us", micros),
+        ("set → watcher latency at 50,000 background updates/s in 1 ms bursts of 50, p99", "burst_p99_us", micros),
         ("snapshot of 1M keys, raw ICANHAZ? → KTHXBAI", "snapshot_raw_s", secs),
         ("snapshot of 1M keys, client connect + full sync", "snapshot_sync_s", secs),
     ];
@@ -699,15 +701,22 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         sync.map(secs).unwrap_or("—".into()),
         verdict(raw.zip(sync).map(|(r, s)| r <= 0.5 && s <= 0.5)),
     );
-    // "At moderate load": another client writing 50,000 updates/s meanwhile. The idle figure is
-    // shown beside it (on this VM an idle machine wakes its threads more slowly).
-    let (p99, idle_p99) = (chp("loaded_p99_us"), chp("p99_us"));
+    // "At moderate load": another client writing 50,000 updates/s meanwhile, paced every 100 µs.
+    // The same rate in 1 ms bursts of 50 (tokio's timer step) is shown beside it: its tail is the
+    // time a burst of 50 queued at once takes to serve, and it is judged on its own line.
+    let (p99, burst_p99, idle_p99) = (chp("loaded_p99_us"), chp("burst_p99_us"), chp("p99_us"));
     let _ = writeln!(
         s,
-        "| CHP set → watcher p99 ≤ 100 µs at moderate load | {} at 50,000 background updates/s (idle server: {}) | {} |",
+        "| CHP set → watcher p99 ≤ 100 µs at moderate load | {} at 50,000 background updates/s paced every 100 µs (idle server: {}) | {} |",
         p99.map(micros).unwrap_or("—".into()),
         idle_p99.map(micros).unwrap_or("—".into()),
         verdict(p99.map(|v| v <= 100.0)),
+    );
+    let _ = writeln!(
+        s,
+        "| CHP set → watcher p99 ≤ 100 µs, the same rate in 1 ms bursts of 50 | {} | {} |",
+        burst_p99.map(micros).unwrap_or("—".into()),
+        verdict(burst_p99.map(|v| v <= 100.0)),
     );
     let crowd = chp("crowd_clients");
     let _ = writeln!(

@@ -16,6 +16,8 @@
 
 mod procs;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -131,18 +133,41 @@ async fn latency_samples(
     Ok(samples)
 }
 
-/// Writes `rate` updates per second (in 1 ms steps, confirmations awaited with up to a second's
-/// worth in flight) under `/bg/` until aborted.
-async fn background_writes(addr: chp::ServerAddress, value: Bytes, rate: u64) {
+/// Writes `rate` updates per second under `/bg/` until aborted (confirmations awaited with up to
+/// a second's worth in flight), counting the submitted ones in `submitted`. Paced every `step`:
+/// each tick submits what is due by then. Steps under a millisecond (tokio's timer resolution)
+/// come from a thread of their own that sleeps between ticks.
+async fn background_writes(
+    addr: chp::ServerAddress,
+    value: Bytes,
+    rate: u64,
+    step: Duration,
+    submitted: Arc<AtomicU64>,
+) {
     let c = Client::start(options(&addr, "/bg/")).expect("client");
     c.synced().await.expect("synced");
-    let per_step = (rate / 1000).max(1);
-    let mut step = tokio::time::interval(Duration::from_millis(1));
+    let (tick, mut ticks) = tokio::sync::mpsc::channel::<()>(1);
+    if step < Duration::from_millis(1) {
+        std::thread::spawn(move || {
+            while !tick.is_closed() {
+                std::thread::sleep(step);
+                let _ = tick.try_send(());
+            }
+        });
+    } else {
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(step);
+            while tick.send(()).await.is_ok() {
+                interval.tick().await;
+            }
+        });
+    }
     let mut inflight = std::collections::VecDeque::new();
     let mut i = 0u64;
-    loop {
-        step.tick().await;
-        for _ in 0..per_step {
+    let t0 = Instant::now();
+    while ticks.recv().await.is_some() {
+        let due = (t0.elapsed().as_secs_f64() * rate as f64) as u64;
+        while i < due {
             while inflight.len() as u64 >= rate {
                 let confirmation: chp::Confirmation = inflight.pop_front().expect("in flight");
                 confirmation.await.expect("set confirmed");
@@ -150,6 +175,14 @@ async fn background_writes(addr: chp::ServerAddress, value: Bytes, rate: u64) {
             inflight.push_back(c.submit(format!("/bg/{}", i % 10_000), value.clone(), None).await.expect("submitted"));
             i += 1;
         }
+        submitted.store(i, Ordering::Relaxed);
+    }
+}
+
+/// Returns once a background writer at `rate` has written for 200 ms.
+async fn wait_until_steady(submitted: &AtomicU64, rate: u64) {
+    while submitted.load(Ordering::Relaxed) < rate / 5 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -312,14 +345,40 @@ async fn measure(args: Args, server_runtime: Option<tokio::runtime::Handle>) -> 
     // 3. Latency from set() to a watcher's event: on an idle server, and at a moderate load
     // (another client writing at a steady rate meanwhile, as a server in use sees).
     if part("latency") {
-        for rate in [0, BACKGROUND_RATE] {
-            let background = (rate > 0).then(|| tokio::spawn(background_writes(addr.clone(), value.clone(), rate)));
-            let mut samples = latency_samples(&addr, &value).await?;
-            let load = match background {
-                Some(task) => {
-                    task.abort();
-                    format!(" at {rate} updates/s of background writes")
+        // Idle, then at a moderate load from another client: 50,000 updates/s paced every
+        // 100 µs (about 7 updates per tick, with the sleep's slack), and the same rate in 1 ms
+        // bursts of 50 (tokio's timer resolution). Against bursts the tail is the time the server
+        // and the clients take to serve a burst of 50 queued at once.
+        let loads: [Option<(Duration, &str)>; 3] = [
+            None,
+            Some((Duration::from_micros(100), "paced every 100 µs")),
+            Some((Duration::from_millis(1), "in 1 ms bursts")),
+        ];
+        for load in loads {
+            // Sampled at the steady rate, once the background client has connected, synced and
+            // written for 200 ms: started together, the samples (2,000 back to back, ~60 ms)
+            // fell on its start.
+            let background = match load {
+                Some((step, _)) => {
+                    let submitted = Arc::new(AtomicU64::new(0));
+                    let task = tokio::spawn(background_writes(
+                        addr.clone(),
+                        value.clone(),
+                        BACKGROUND_RATE,
+                        step,
+                        submitted.clone(),
+                    ));
+                    wait_until_steady(&submitted, BACKGROUND_RATE).await;
+                    Some(task)
                 }
+                None => None,
+            };
+            let mut samples = latency_samples(&addr, &value).await?;
+            if let Some(task) = background {
+                task.abort();
+            }
+            let load = match load {
+                Some((_, shape)) => format!(" at {BACKGROUND_RATE} updates/s of background writes {shape}"),
                 None => String::new(),
             };
             samples.sort();
