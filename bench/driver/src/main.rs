@@ -857,7 +857,7 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
             }
         } else if l.starts_with("latency set") {
             // Three lines: on an idle server, then "at N updates/s of background writes" paced
-            // every 100 µs, then in 1 ms bursts.
+            // in steps of about 150 µs, then in 1 ms bursts.
             let loaded = match (l.contains("background writes"), l.contains("bursts")) {
                 (false, _) => "",
                 (true, false) => "loaded_",

@@ -345,13 +345,13 @@ async fn measure(args: Args, server_runtime: Option<tokio::runtime::Handle>) -> 
     // 3. Latency from set() to a watcher's event: on an idle server, and at a moderate load
     // (another client writing at a steady rate meanwhile, as a server in use sees).
     if part("latency") {
-        // Idle, then at a moderate load from another client: 50,000 updates/s paced every
-        // 100 µs (about 7 updates per tick, with the sleep's slack), and the same rate in 1 ms
-        // bursts of 50 (tokio's timer resolution). Against bursts the tail is the time the server
+        // Idle, then at a moderate load from another client: 50,000 updates/s in steps of about
+        // 150 µs (a 100 µs sleep and its timer slack: 7 or 8 updates a step), and the same rate in
+        // 1 ms bursts of 50 (tokio's timer resolution). Against bursts the tail is the time the server
         // and the clients take to serve a burst of 50 queued at once.
         let loads: [Option<(Duration, &str)>; 3] = [
             None,
-            Some((Duration::from_micros(100), "paced every 100 µs")),
+            Some((Duration::from_micros(100), "in steps of about 150 µs")),
             Some((Duration::from_millis(1), "in 1 ms bursts")),
         ];
         for load in loads {
