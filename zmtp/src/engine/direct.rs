@@ -60,10 +60,9 @@ async fn forward<H: Host>(out: &OutPipe, to: &Inlet<H>) -> Result<(), Connection
                         to.subscription_message(subscription, &mut batch).await?;
                     }
                 }
-                Outbound::SharedRun(run) => {
-                    for shared in run {
-                        let msg = std::sync::Arc::unwrap_or_clone(shared);
-                        if let Some(subscription) = to.message(msg, &mut batch) {
+                Outbound::Chunk(part) => {
+                    for msg in part.messages() {
+                        if let Some(subscription) = to.message(msg.clone(), &mut batch) {
                             to.subscription_message(subscription, &mut batch).await?;
                         }
                     }

@@ -261,9 +261,9 @@ fn encode_item(
         (Outbound::Shared(msg), None) => encode_message(&msg, buf, chunks),
         (Outbound::Message(msg), Some(enc)) => encode_curve_message(&msg, enc, buf)?,
         (Outbound::Shared(msg), Some(enc)) => encode_curve_message(&msg, enc, buf)?,
-        (Outbound::SharedRun(run), None) => run.iter().for_each(|msg| encode_message(msg, buf, chunks)),
-        (Outbound::SharedRun(run), Some(enc)) => {
-            for msg in &run {
+        (Outbound::Chunk(part), None) => part.messages().for_each(|msg| encode_message(msg, buf, chunks)),
+        (Outbound::Chunk(part), Some(enc)) => {
+            for msg in part.messages() {
                 encode_curve_message(msg, enc, buf)?;
             }
         }
@@ -333,7 +333,7 @@ fn encoded_len(item: &Outbound, curve: bool) -> usize {
     match item {
         Outbound::Message(msg) => msg.iter().map(frame_len).sum(),
         Outbound::Shared(msg) => msg.iter().map(frame_len).sum(),
-        Outbound::SharedRun(run) => run.iter().flat_map(|msg| msg.iter()).map(frame_len).sum(),
+        Outbound::Chunk(part) => part.messages().flat_map(|msg| msg.iter()).map(frame_len).sum(),
         Outbound::Subscribe(topic, _) | Outbound::Join(topic, _) => CURVE_OVERHEAD + 16 + topic.len(),
         Outbound::Pong(context) => CURVE_OVERHEAD + 16 + context.len(),
         Outbound::Encoded(bytes) if curve => bytes.len() + CURVE_OVERHEAD * crate::encoded::frames(bytes).count(),

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use crate::error::LimitError;
 use crate::link::peer_id::{PeerId, PeerMap};
-use crate::link::pipe::OutPipe;
+use crate::link::pipe::{CHUNK_MESSAGE_COST_MAX, ChunkFiller, OutPipe};
 use crate::message::Message;
 use crate::socket::mtrie::MTrie;
 use crate::socket::pattern::TrySend;
@@ -38,6 +38,9 @@ pub(crate) struct Distributor {
     /// A send's matching subscribers, collected before it is queued for them; kept between sends
     /// (a fan-out to more subscribers than fit inline allocated a list per message).
     targets: Vec<PeerId>,
+    /// Where small messages for several subscribers are stored once (see
+    /// [`Chunk`](crate::link::pipe::Chunk)).
+    chunks: ChunkFiller,
 }
 
 /// What a subscription change did to the trie.
@@ -159,7 +162,7 @@ impl Distributor {
             return self.publish_inverted(msg, nodrop);
         }
         let topic = msg.first().expect("non-empty");
-        let Distributor { subscribers, mtrie, send_stamp, targets, .. } = self;
+        let Distributor { subscribers, mtrie, send_stamp, targets, chunks, .. } = self;
         if nodrop {
             let mut full = false;
             mtrie.for_each_match(topic, |id| {
@@ -186,11 +189,19 @@ impl Distributor {
                 let _ = subscribers[&only].out.try_push(msg);
             }
             _ => {
-                // Several subscribers share one copy (see `Outbound::Shared`).
+                // Several subscribers share one copy: a small message in a chunk, a large one
+                // alone (see `Chunk` and `Outbound::Shared`).
                 let cost = crate::link::pipe::cost(&msg);
-                let shared = Arc::new(msg);
-                for id in targets.iter() {
-                    subscribers[id].out.try_push_shared(&shared, cost);
+                if cost <= CHUNK_MESSAGE_COST_MAX {
+                    let (chunk, slot) = chunks.put(msg, cost);
+                    for id in targets.iter() {
+                        subscribers[id].out.try_push_chunk(chunk, slot);
+                    }
+                } else {
+                    let shared = Arc::new(msg);
+                    for id in targets.iter() {
+                        subscribers[id].out.try_push_shared(&shared, cost);
+                    }
                 }
             }
         }
@@ -272,14 +283,23 @@ mod tests {
         d.join(2, b.clone());
         d.subscribe(1, b"", Limits::default()).unwrap();
         d.subscribe(2, b"x", Limits::default()).unwrap();
-        assert!(matches!(d.publish(msg(&["x1"]), false, false), TrySend::Sent));
-        assert!(matches!(d.publish(msg(&["y1"]), false, false), TrySend::Sent));
+        let large: &'static str = format!("x{}", "-".repeat(2000)).leak();
+        for body in ["x1", "y1", large] {
+            assert!(matches!(d.publish(msg(&[body]), false, false), TrySend::Sent));
+        }
         let mut items = VecDeque::new();
         a.drain(&mut items);
         use crate::link::pipe::Outbound;
-        assert!(matches!(&items[0], Outbound::Shared(m) if Arc::strong_count(m) == 2 && frames(m) == ["x1"]));
+        assert!(
+            matches!(&items[0], Outbound::Chunk(part) if part.messages().map(frames).eq([["x1"]])),
+            "small: in a chunk"
+        );
         assert!(matches!(&items[1], Outbound::Message(m) if frames(m) == ["y1"]), "one subscriber: moved");
-        assert_eq!(taken(&b), [["x1"]]);
+        assert!(
+            matches!(&items[2], Outbound::Shared(m) if Arc::strong_count(m) == 2 && frames(m) == [large]),
+            "large: alone"
+        );
+        assert_eq!(taken(&b), [["x1"], [large]]);
     }
 
     #[test]
