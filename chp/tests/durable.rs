@@ -132,7 +132,7 @@ async fn every_confirmed_set_survives_sigkill() {
             child.start_kill().unwrap();
             child.wait().await.unwrap();
             let restarted = spawn_server(&server_args).await;
-            let (child, address) = (restarted.child, restarted.address);
+            let (mut child, address) = (restarted.child, restarted.address);
             let mut dumped: Vec<&str> = Vec::new();
             let out = chp(&["dump"], &address).await;
             dumped.extend(out.lines());
@@ -140,7 +140,10 @@ async fn every_confirmed_set_survives_sigkill() {
             wanted.sort_unstable();
             dumped.sort_unstable();
             assert_eq!(dumped, wanted, "round {round}");
-            drop(child);
+            // Killed and waited for, not only dropped: dropping sends SIGKILL without waiting,
+            // and the next round's server would find the directory still locked.
+            child.start_kill().unwrap();
+            child.wait().await.unwrap();
         }
     })
     .await

@@ -2,7 +2,7 @@
 
 use std::process::Stdio;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use zmtp_testkit::step;
 
@@ -22,12 +22,20 @@ pub async fn spawn_server(args: &[&str]) -> ServerProcess {
         .args(["server", "--bind", "127.0.0.1"])
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("spawn chp server");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = step("server starts", lines.next_line()).await.unwrap().unwrap();
+    let Some(line) = step("server starts", lines.next_line()).await.unwrap() else {
+        // It exited before saying where it listens: say why it did.
+        let mut why = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut why).await;
+        panic!("chp server {args:?} exited before listening: {why}");
+    };
+    // Drained so that a server that logs much never blocks on a full pipe.
+    let mut stderr = child.stderr.take().unwrap();
+    tokio::spawn(async move { tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await });
     let address = line
         .strip_prefix("listening on ")
         .and_then(|rest| rest.split_whitespace().next())
