@@ -215,6 +215,7 @@ impl Agent {
                 let _ = p.reply.send(Err(error.clone()));
             }
         }
+        refuse_commands(&mut self.commands, &error).await;
         self.status.send_replace(match failure {
             Some(failure) => Status::Failed(failure),
             None => Status::Closed,
@@ -759,5 +760,51 @@ impl Agent {
         if let Some(at) = next {
             self.schedule_set_check(at);
         }
+    }
+}
+
+/// Closes the command channel and answers every write still in it, or still on its way into it,
+/// with `error`. A write that took its place in the channel before the agent stopped could
+/// otherwise be put there after the receiver was dropped: tokio keeps it (and the caller waits
+/// for its answer) for as long as the client lives. Once closed, a new write fails at once.
+async fn refuse_commands(commands: &mut mpsc::Receiver<Command>, error: &ClientError) {
+    commands.close();
+    // `None` once the channel is empty and no place taken before the close is still unused (a
+    // place is held only across the synchronous hand-over in `submit`).
+    while let Some(Command::Set { reply, .. }) = commands.recv().await {
+        let _ = reply.send(Err(error.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The race behind a `set` that never returned after its client failed: the write took its
+    /// place in the channel while the agent was stopping, and was put there after. It is answered;
+    /// a write after the close fails at once.
+    #[tokio::test]
+    async fn a_write_on_its_way_into_a_stopping_agent_is_answered() {
+        zmtp_testkit::bounded(async {
+            let (commands, mut rx) = mpsc::channel(4);
+            let (queued, queued_answer) = oneshot::channel();
+            commands.try_send(Command::Set { msg: KvMsg::new("/queued", "v"), reply: queued }).unwrap();
+            let place = commands.reserve().await.unwrap();
+            let error = ClientError::Closed;
+            let stopping = tokio::spawn(async move { refuse_commands(&mut rx, &error).await });
+            // The agent has closed its channel: no new place...
+            while !commands.is_closed() {
+                tokio::task::yield_now().await;
+            }
+            assert!(commands.try_reserve().is_err());
+            // ...and the write queued before the close is answered.
+            assert!(matches!(queued_answer.await, Ok(Err(ClientError::Closed))));
+            // The place taken before it is used now, and answered too.
+            let (late, late_answer) = oneshot::channel();
+            place.send(Command::Set { msg: KvMsg::new("/late", "v"), reply: late });
+            assert!(matches!(late_answer.await, Ok(Err(ClientError::Closed))));
+            stopping.await.unwrap();
+        })
+        .await;
     }
 }
