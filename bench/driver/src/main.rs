@@ -868,6 +868,20 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
                     m.insert(format!("{loaded}{k}"), d * 1e6);
                 }
             }
+        } else if let Some(rest) = l.strip_prefix("memory: ") {
+            // "memory: N keys (P B key+value each) take X MiB RSS = B B per key (…)"
+            if let Some(v) = num_before(rest, "B per key") {
+                m.insert("memory_per_key_b".to_string(), v);
+            }
+        } else if l.starts_with("restart: ") {
+            // "restart: N keys recovered in D from a log (…)", then "… from a snapshot and the
+            // longest log before a compaction (…)".
+            let what = if l.contains("from a snapshot") { "restart_worst_s" } else { "restart_log_s" };
+            if let Some(d) =
+                l.split(" recovered in ").nth(1).and_then(|r| parse_debug_duration(r.split_whitespace().next()?))
+            {
+                m.insert(what.to_string(), d);
+            }
         } else if l.starts_with("snapshot of 1000000 keys") {
             if let Some(d) = l.split("KTHXBAI ").nth(1).and_then(|r| parse_debug_duration(r.split_whitespace().next()?))
             {
@@ -879,8 +893,8 @@ fn run_chp(bin: &Path, quick: bool, log: &Path, timeout: Duration) -> Outcome {
         }
     }
     p.finish(Instant::now() + Duration::from_secs(5));
-    if m.len() < 16 {
-        return Outcome::Failed(format!("chp perf output incomplete ({} of 16 figures)", m.len()));
+    if m.len() < 19 {
+        return Outcome::Failed(format!("chp perf output incomplete ({} of 19 figures)", m.len()));
     }
     // The failover row: the HA demo (bench-chp-ha) at the Guide's 1 s heartbeat and at 100 ms.
     let ha_bin = bin.with_file_name("bench-chp-ha");

@@ -55,6 +55,10 @@ fn secs(v: f64) -> String {
     if v < 1.0 { format!("{:.0} ms", v * 1e3) } else { format!("{v:.2} s") }
 }
 
+fn bytes(v: f64) -> String {
+    format!("{v:.0} B")
+}
+
 fn kib(v: f64) -> String {
     format!("{v:.1} KiB")
 }
@@ -294,14 +298,14 @@ pub fn markdown(
     let _ = writeln!(s, "## CHP (clustered hashmap, the chp crate on zmtp)\n");
     let _ = writeln!(
         s,
-        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {} --process-updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values; first in the server's process, then in processes of their own (the server's CPU read from its own accounting: 1 / CPU per update is what one core of it would sustain). The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). The crowd rows come from `bench/chp_crowd.py` (the `chp` command's server, built as `bench-chp-server`, under 4 processes of the crowd example, `bench-chp-crowd`: as many clients as the open-files limit holds, up to 10,000, each a SUB on the publisher and, as a `chp::Client`, a DEALER only while it takes a 1,000-key snapshot, then all of them asking again at once on fresh DEALERs, as after a failover). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
+        "From the chp crate's own perf example (`chp/examples/perf/main.rs`, built in this workspace as `bench-chp`, run with `--keys 1000000 --updates {} --process-updates {}`): one server on loopback, 4 publishing clients, 2 whole-map subscribers, 100 B values; first in the server's process, then in processes of their own (the server's CPU read from its own accounting: 1 / CPU per update is what one core of it would sustain). The restart rows: the same example's durable server (`always`, in a directory under /tmp) written 1M keys through its collector, closed and bound again; then written on past a compaction until its log is just under the size that makes the next one (twice the map's key and value bytes), and bound again. The failover rows come from the README's HA demo (`chp/examples/ha_demo.rs`, built as `bench-chp-ha`: a primary/backup pair and 3 writing clients in one process, the primary dropped mid-stream). The crowd rows come from `bench/chp_crowd.py` (the `chp` command's server, built as `bench-chp-server`, under 4 processes of the crowd example, `bench-chp-crowd`: as many clients as the open-files limit holds, up to 10,000, each a SUB on the publisher and, as a `chp::Client`, a DEALER only while it takes a 1,000-key snapshot, then all of them asking again at once on fresh DEALERs, as after a failover). No libzmq-based CHP exists here to compare with, so there is no ratio column.\n",
         if opts.quick { 50000 } else { 200000 },
         if opts.quick { 200000 } else { 1000000 }
     );
     let _ = writeln!(s, "| | zmtp (chp) |\n|---|---|");
     let chp_row = Row { id: "chp".into(), label: String::new(), kind: Kind::Mem { n: 0, procs: 0 } };
     let zmtp_col = present.iter().find(|v| v.name == "zmtp");
-    let chp_rows: [(&str, &str, Format); 16] = [
+    let chp_rows: [(&str, &str, Format); 19] = [
         (
             "updates/s through one server (confirmed to the publishers), clients in the server's process",
             "confirmed_per_s",
@@ -330,6 +334,17 @@ pub fn markdown(
         ("set → watcher latency at 50,000 background updates/s in 1 ms bursts of 50, p99", "burst_p99_us", micros),
         ("snapshot of 1M keys, raw ICANHAZ? → KTHXBAI", "snapshot_raw_s", secs),
         ("snapshot of 1M keys, client connect + full sync", "snapshot_sync_s", secs),
+        (
+            "memory per stored key, 1M keys of 10 B with 100 B values (the server's map alone, RSS)",
+            "memory_per_key_b",
+            bytes,
+        ),
+        ("durable server (`always`) restarted with 1M keys: recovered from a log of 1M updates", "restart_log_s", secs),
+        (
+            "the same from a snapshot and the longest log the server lets grow before it compacts",
+            "restart_worst_s",
+            secs,
+        ),
     ];
     for (what, key, fmt) in chp_rows {
         let c = match zmtp_col {
@@ -700,6 +715,14 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         raw.map(secs).unwrap_or("—".into()),
         sync.map(secs).unwrap_or("—".into()),
         verdict(raw.zip(sync).map(|(r, s)| r <= 0.5 && s <= 0.5)),
+    );
+    let (restart_log, restart_worst) = (chp("restart_log_s"), chp("restart_worst_s"));
+    let _ = writeln!(
+        s,
+        "| CHP durable restart: 1 M keys back in ≤ 1 s | {} from a log; {} from a snapshot and the longest log before a compaction | {} |",
+        restart_log.map(secs).unwrap_or("—".into()),
+        restart_worst.map(secs).unwrap_or("—".into()),
+        verdict(restart_log.zip(restart_worst).map(|(l, w)| l <= 1.0 && w <= 1.0)),
     );
     // "At moderate load": another client writing 50,000 updates/s meanwhile, in ~150 µs steps.
     // The same rate in 1 ms bursts of 50 (tokio's timer step) is shown beside it: its tail is the

@@ -6,7 +6,9 @@
 //! 4. time to deliver a snapshot of 100k and 1M keys (raw transfer, and a client's full sync);
 //! 5. updates/s with publishers and subscribers in processes of their own (see `procs.rs`): a
 //!    replay of pre-encoded KVSETs (what the server alone sustains) and real `chp::Client`s, with
-//!    the server's CPU per update.
+//!    the server's CPU per update;
+//! 6. a durable server's restart with 1M keys: from a log alone, and from a snapshot and the
+//!    longest log the server lets grow before it compacts.
 //!
 //! The server runs on a runtime of its own with one worker thread (`--server-threads`), as the
 //! `chp server` command runs a single server; the clients of this process on another.
@@ -54,7 +56,8 @@ struct Args {
     /// Repeat the largest snapshot measurement this many times (to profile it).
     #[arg(long, default_value_t = 1)]
     snapshot_runs: usize,
-    /// Run only these parts (comma-separated: memory, throughput, processes, latency, snapshot);
+    /// Run only these parts (comma-separated: memory, throughput, processes, latency, snapshot,
+    /// restart);
     /// all by default. One part alone is what to profile.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -244,6 +247,11 @@ async fn measure(args: Args, server_runtime: Option<tokio::runtime::Handle>) -> 
             per_key - payload,
             args.keys as f64 / elapsed.as_secs_f64() / 1e6
         );
+    }
+
+    // 6. (first, on a server of its own) A durable server's restart.
+    if part("restart") {
+        restart(&args, &value, server_runtime.as_ref()).await?;
     }
 
     let config = ServerConfig {
@@ -474,5 +482,121 @@ async fn measure(args: Args, server_runtime: Option<tokio::runtime::Handle>) -> 
     }
     println!("server stats: {:?}", server.stats());
     server.close().await;
+    Ok(())
+}
+
+/// Binds a server on `runtime` (its tasks run there), or on the caller's.
+async fn bind_on(
+    runtime: Option<&tokio::runtime::Handle>,
+    config: ServerConfig,
+) -> Result<Server, Box<dyn std::error::Error>> {
+    Ok(match runtime {
+        Some(runtime) => runtime.spawn(Server::bind(config)).await??,
+        None => Server::bind(config).await?,
+    })
+}
+
+/// Bytes of the data directory's files whose names begin with `prefix` (`log-`, `snapshot-`).
+fn dir_bytes(dir: &std::path::Path, prefix: &str) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Part 6: a durable server (`Durability::Always`, the default) restarted with `args.keys` keys: the
+/// time `Server::bind` takes to recover them, first from a log of one update per key, then from a
+/// snapshot and a log grown to just under the size that makes the server compact (twice the map's
+/// payload): the longest recovery the server lets build up.
+async fn restart(
+    args: &Args,
+    value: &Bytes,
+    runtime: Option<&tokio::runtime::Handle>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::temp_dir().join(format!("chp-perf-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = ServerConfig {
+        bind: "127.0.0.1".into(),
+        queue_limit: 1_000_000,
+        data_dir: Some(dir.clone()),
+        ..ServerConfig::default()
+    };
+    let keys = args.keys;
+    let mut server = bind_on(runtime, config.clone()).await?;
+    // Updates through the collector from a raw PUB, `count` of them cycling over the keys; returns
+    // once the server has applied them all.
+    async fn write(
+        server: &Server,
+        keys: usize,
+        from: usize,
+        count: usize,
+        value: &Bytes,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let loader = Socket::new(SocketType::Pub);
+        loader.set_sndhwm(0);
+        loader.set_sndhwm_bytes(0);
+        loader.connect(&server.address().collector()).await?;
+        // The subscription reaches the PUB some time after the connect: until the first update
+        // shows, resend it.
+        let before = server.sequence();
+        while server.sequence() == before {
+            loader.send(KvMsg::new(key(from % keys), value.clone()).to_message()).await?;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let target = server.sequence() + count as u64;
+        for i in from..from + count {
+            loader.send(KvMsg::new(key(i % keys), value.clone()).to_message()).await?;
+            if i % 1000 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        while server.sequence() < target {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        loader.close().await;
+        Ok(())
+    }
+    let recover = |server: Server, what: String| {
+        let (config, dir) = (config.clone(), dir.clone());
+        async move {
+            server.close().await;
+            let (log, snapshot) = (dir_bytes(&dir, "log-"), dir_bytes(&dir, "snapshot-"));
+            let t0 = Instant::now();
+            let server = bind_on(runtime, config).await?;
+            let took = t0.elapsed();
+            assert_eq!(server.len(), keys, "keys recovered");
+            println!(
+                "restart: {keys} keys recovered in {took:?} from {what} ({:.0} MB of snapshot, {:.0} MB of log)",
+                snapshot as f64 / 1e6,
+                log as f64 / 1e6
+            );
+            Ok::<_, Box<dyn std::error::Error>>(server)
+        }
+    };
+    write(&server, keys, 0, keys, value).await?;
+    server = recover(server, "a log".into()).await?;
+    // Past the first compaction, then up to just under the next one: the server compacts once
+    // the log passes twice the map's payload (key and value bytes).
+    let payload = (keys * (key(0).len() + value.len())) as u64;
+    let round = keys / 10;
+    let mut written = keys;
+    let mut last_log = dir_bytes(&dir, "log-");
+    let mut compacted = false;
+    loop {
+        let grown_by = dir_bytes(&dir, "log-").saturating_sub(last_log).max(1);
+        last_log = dir_bytes(&dir, "log-");
+        if compacted && last_log + 2 * grown_by > 2 * payload {
+            break;
+        }
+        write(&server, keys, written, round, value).await?;
+        written += round;
+        compacted |= dir_bytes(&dir, "snapshot-") > 0 && dir_bytes(&dir, "log-") < last_log;
+    }
+    server = recover(server, "a snapshot and the longest log before a compaction".into()).await?;
+    server.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

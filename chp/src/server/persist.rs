@@ -68,8 +68,8 @@ mod enabled {
     use std::sync::Arc;
     use std::time::{Duration, Instant, SystemTime};
 
+    use super::super::ServerState;
     use super::super::view::Shared;
-    use super::super::{PeerEntry, ServerState};
     use bytes::Bytes;
 
     use crate::durable::{Compaction, Durability, Journal, JournalError, OwnedEntry, Recovered, Update, unix_millis};
@@ -158,14 +158,11 @@ mod enabled {
                     "journal: cut a torn or damaged tail (the updates in it were never confirmed)"
                 );
             }
-            let entries = recovered.entries.iter().map(|e| PeerEntry {
-                key: bytes::Bytes::copy_from_slice(e.key),
-                value: bytes::Bytes::copy_from_slice(e.value),
-                // A deadline that passed while the server was down expires at once (and its delete is
-                // published and journaled like any other).
-                ttl: e.deadline.map(|at| Duration::from_millis(at.saturating_sub(now_unix))),
-            });
-            state.load(entries, recovered.sequence, now);
+            // A deadline that passed while the server was down expires at once (and its delete is
+            // published and journaled like any other).
+            let ttl_of = |at: u64| Duration::from_millis(at.saturating_sub(now_unix));
+            let keys = std::mem::take(&mut recovered.entries);
+            state.adopt(keys, recovered.sequence, now, ttl_of);
             tracing::info!(
                 dir = %self.dir.display(),
                 sequence = recovered.sequence,

@@ -252,6 +252,26 @@ impl ServerState {
         self.sequence = sequence;
     }
 
+    /// Replaces the map with `store` (a recovered journal's, its deadlines in Unix milliseconds)
+    /// at `sequence`, taking it whole: only the keys with a deadline are visited, each deadline
+    /// converted to this state's clock by `ttl_of` (the time left until it). Loading the entries
+    /// one by one instead built a second million-key map from copies of the first.
+    #[cfg_attr(not(feature = "durable"), allow(dead_code))]
+    pub fn adopt(&mut self, mut store: Store, sequence: u64, now: Instant, ttl_of: impl Fn(u64) -> Duration) {
+        self.clear();
+        /// A key with a deadline, its value, and the deadline in Unix milliseconds.
+        type Timed = (Box<[u8]>, Box<[u8]>, u64);
+        let timed: Vec<Timed> =
+            store.iter().filter_map(|e| Some((Box::from(e.key), Box::from(e.value), e.deadline?))).collect();
+        for (key, value, unix_ms) in timed {
+            let deadline = self.deadline_ms(now, ttl_of(unix_ms));
+            store.insert(&key, &value, Some(deadline));
+            self.expiries.insert((deadline, key));
+        }
+        self.store = store;
+        self.sequence = sequence;
+    }
+
     /// Stores snapshot entries on top of the current map (for a promotion in the middle of a
     /// snapshot: better the part that arrived than nothing).
     pub fn overlay(&mut self, entries: impl IntoIterator<Item = PeerEntry>, now: Instant) {
