@@ -583,17 +583,18 @@ async fn restart(
     let payload = (keys * (key(0).len() + value.len())) as u64;
     let round = keys / 10;
     let mut written = keys;
-    let mut last_log = dir_bytes(&dir, "log-");
     let mut compacted = false;
     loop {
-        let grown_by = dir_bytes(&dir, "log-").saturating_sub(last_log).max(1);
-        last_log = dir_bytes(&dir, "log-");
-        if compacted && last_log + 2 * grown_by > 2 * payload {
-            break;
-        }
+        let before = dir_bytes(&dir, "log-");
         write(&server, keys, written, round, value).await?;
         written += round;
-        compacted |= dir_bytes(&dir, "snapshot-") > 0 && dir_bytes(&dir, "log-") < last_log;
+        let after = dir_bytes(&dir, "log-");
+        // A compaction starts a new log (the old one goes once the snapshot is in place).
+        compacted |= after < before;
+        // Stop while two more rounds would still stay under the next compaction.
+        if compacted && after + 2 * after.saturating_sub(before) > 2 * payload {
+            break;
+        }
     }
     server = recover(server, "a snapshot and the longest log before a compaction".into()).await?;
     server.close().await;
