@@ -160,6 +160,43 @@ async fn inproc_passes_frames_without_copying() {
     .await;
 }
 
+/// With MSG_PROPERTIES off, received messages carry no connection properties, by `recv` and
+/// `recv_many` alike, and a ROUTER still gets each peer's routing id; a socket left at the
+/// default gets them from the same kind of peer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_carry_properties_unless_turned_off() {
+    bounded(async {
+        for properties in [true, false] {
+            let pull = Socket::new(SocketType::Pull);
+            pull.set_msg_properties(properties);
+            let endpoint = pull.bind("tcp://127.0.0.1:*").await.unwrap();
+            let push = Socket::new(SocketType::Push);
+            push.connect(&endpoint).await.unwrap();
+            push.send_many(&mut vec![zmtp::Message::from("one"), zmtp::Message::from("two")]).await.unwrap();
+            let first = pull.recv().await.unwrap();
+            let mut rest = Vec::new();
+            pull.recv_many(&mut rest, 1).await.unwrap();
+            for msg in [&first, &rest[0]] {
+                let expected = properties.then_some("PUSH");
+                assert_eq!(msg.property("Socket-Type"), expected, "properties {properties}");
+                assert_eq!(msg.properties().is_some(), properties);
+            }
+
+            let router = Socket::new(SocketType::Router);
+            router.set_msg_properties(properties);
+            let endpoint = router.bind("tcp://127.0.0.1:*").await.unwrap();
+            let dealer = Socket::new(SocketType::Dealer);
+            dealer.set_routing_id("d").unwrap();
+            dealer.connect(&endpoint).await.unwrap();
+            dealer.send("hi").await.unwrap();
+            let got = router.recv().await.unwrap();
+            assert_eq!(&got[0][..], b"d", "the routing id is not a property");
+            assert_eq!(got.property("Socket-Type"), properties.then_some("DEALER"));
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_endpoints_are_typed_errors() {
     let s = Socket::new(SocketType::Dealer);

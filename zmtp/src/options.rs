@@ -68,6 +68,8 @@ pub(crate) struct Options {
     pub maxmsgsize: Option<u64>,
     /// Our extension beside MAXMSGSIZE: most frames in one inbound message (`None` = unlimited).
     pub max_frames: Option<usize>,
+    /// Our extension: received messages carry their connection's properties (`Message::property`).
+    pub msg_properties: bool,
     /// Our extension: most distinct subscriptions a PUB/XPUB keeps for one peer (`None` = unlimited).
     pub max_subscriptions: Option<usize>,
     /// Our extension: most bytes of subscription prefixes a PUB/XPUB keeps for one peer.
@@ -201,6 +203,7 @@ impl Default for Options {
             probe_router: false,
             maxmsgsize: None,
             max_frames: Some(DEFAULT_MAX_FRAMES),
+            msg_properties: true,
             max_subscriptions: Some(DEFAULT_MAX_SUBSCRIPTIONS),
             max_subscription_bytes: Some(DEFAULT_MAX_SUBSCRIPTION_BYTES),
             reconnect_ivl: Some(Duration::from_millis(100)),

@@ -631,7 +631,8 @@ impl Host for Core {
         Core::attach(self, slot, peer, minor, kill)
     }
     fn set_peer_properties(&self, peer: PeerId, properties: Arc<crate::message::Properties>) {
-        self.inbox.set_properties(peer, properties);
+        let wanted = self.options().msg_properties;
+        self.inbox.set_properties(peer, wanted.then_some(properties));
     }
     fn detach(&self, peer: PeerId, keep: bool) {
         Core::detach(self, peer, keep)

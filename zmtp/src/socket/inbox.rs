@@ -266,10 +266,18 @@ impl Inbox {
         None
     }
 
-    /// The properties of the peer's current connection, for the messages taken from now on.
-    pub fn set_properties(&self, peer: PeerId, properties: Arc<Properties>) {
+    /// The properties of the peer's current connection, for the messages taken from now on
+    /// (`None`: none, not even the previous connection's). Messages that carry nothing else
+    /// then carry no `Meta` at all, and cost no reference count.
+    pub fn set_properties(&self, peer: PeerId, properties: Option<Arc<Properties>>) {
         if let Some(q) = self.lock().queues.get_mut(&peer) {
-            Arc::make_mut(q.meta.get_or_insert_with(Arc::default)).properties = Some(properties);
+            if properties.is_none() && q.meta.is_none() {
+                return;
+            }
+            Arc::make_mut(q.meta.get_or_insert_with(Arc::default)).properties = properties;
+            if q.meta.as_deref() == Some(&Meta::default()) {
+                q.meta = None;
+            }
         }
     }
 
@@ -321,3 +329,27 @@ fn release_if_small(messages: &mut VecDeque<Message>) {
 
 /// What counts as a few messages for [`release_if_small`].
 const SMALL_QUEUE: usize = 8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pushed_and_taken(inbox: &Inbox, peer: PeerId) -> Message {
+        let mut batch = VecDeque::from([Message::from("m")]);
+        assert!(matches!(inbox.push(peer, &mut batch), Pushed::All));
+        inbox.pop(false).expect("queued").message
+    }
+
+    #[test]
+    fn a_connection_without_properties_clears_the_previous_ones() {
+        let inbox = Inbox::new(false);
+        let peer: PeerId = 1;
+        inbox.add_peer(peer, 0, false, Bytes::new());
+        inbox.set_properties(peer, Some(Arc::new(Properties::default())));
+        assert!(pushed_and_taken(&inbox, peer).properties().is_some());
+        // The next connection of the same peer (a reconnect) brings none (MSG_PROPERTIES off).
+        inbox.set_properties(peer, None);
+        assert!(pushed_and_taken(&inbox, peer).properties().is_none(), "not the old connection's");
+        assert!(inbox.lock().queues.get(&peer).unwrap().meta.is_none(), "nothing left to share per message");
+    }
+}

@@ -25,6 +25,9 @@ async fn run(cmd: Cmd) {
     match cmd.mode.as_str() {
         "thr-recv" => {
             let pull = Socket::new(SocketType::Pull);
+            // The batch variant is the fast path a user opts into, as monocoque's coalescing mode
+            // is: messages without connection properties (monocoque has none to offer).
+            pull.set_msg_properties(!batched());
             if common::curve() {
                 pull.set_curve_server(true);
                 pull.set_curve_secretkey(common::CURVE_SERVER_SECRET).unwrap();
