@@ -372,28 +372,39 @@ impl OutPipe {
             }
             room(&s)
         };
-        let (mut run, mut counted, mut encoded_len) = (0, 0, 0);
+        // Measured and encoded in one pass over the messages (a run that a large message then
+        // cuts below ENCODE_RUN_MIN wastes its encoding, and goes one by one). The buffer is sized
+        // for the room at the first message's size (at most [`ENCODE_RESERVE_MAX`]: the first may
+        // be a large one that ends the run at once), and grows if later ones are larger.
+        let first = EncodedBatch::len_of(&batch[0]);
+        let room_run = batch.len().min(room_messages).min(room_bytes / cost(&batch[0]).max(1) + 1);
+        let mut encoder = EncodedBatch::with_capacity(first.saturating_mul(room_run).min(ENCODE_RESERVE_MAX));
+        let (mut run, mut counted) = (0, 0);
         for msg in batch {
             if run == room_messages || counted >= room_bytes {
                 break;
             }
-            if msg.is_empty() || msg.iter().any(|frame| frame.len() > ENCODE_FRAME_MAX) {
+            let mut payload = 0;
+            for frame in msg.iter() {
+                if frame.len() > ENCODE_FRAME_MAX {
+                    payload = usize::MAX;
+                    break;
+                }
+                payload += frame.len();
+            }
+            if msg.is_empty() || payload == usize::MAX {
                 if run < ENCODE_RUN_MIN {
                     // Too short a run before it: those and the large one go one by one.
                     return Run::Singles(run + 1);
                 }
                 break;
             }
-            counted += cost(msg);
-            encoded_len += EncodedBatch::len_of(msg);
+            counted += payload + FRAME_COST * msg.len();
+            encoder.push_message(msg).expect("a run holds no empty message");
             run += 1;
         }
         if run < ENCODE_RUN_MIN {
             return Run::Singles(batch.len());
-        }
-        let mut encoder = EncodedBatch::with_capacity(encoded_len);
-        for msg in &batch[..run] {
-            encoder.push_message(msg).expect("a run holds no empty message");
         }
         let (encoded, _) = encoder.take();
         let mut s = self.lock();
@@ -655,6 +666,8 @@ const ENCODE_RUN_MIN: usize = 16;
 /// ... as long as every frame is at most this long: larger ones are written by reference, and a
 /// copy would cost more than the queueing it saves.
 const ENCODE_FRAME_MAX: usize = 1024;
+/// The most an encoded run reserves ahead (256 messages of 1 KiB frames); a larger run grows.
+const ENCODE_RESERVE_MAX: usize = 256 * 1024;
 
 /// What a message counts against the byte HWM.
 pub(crate) fn cost(msg: &Message) -> usize {
