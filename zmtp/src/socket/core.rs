@@ -542,6 +542,9 @@ impl Core {
             }));
         }
         self.check_recv()?;
+        if self.recv_rule == RecvRule::AsQueued {
+            return Ok(self.inbox.pop_many_into(out, max));
+        }
         let with_routing_id = self.recv_rule == RecvRule::RoutingIdFirst;
         Ok(self.inbox.pop_many(with_routing_id, max, |received| match self.stateless_take(received) {
             Some(msg) => {

@@ -209,18 +209,7 @@ impl Inbox {
                         let routing_id = if with_routing_id { q.routing_id.clone() } else { Bytes::new() };
                         kept += usize::from(accept(Received { peer, routing_id, message }));
                     }
-                    if q.reader_waiting && (q.hwm == 0 || q.messages.len() <= q.hwm / 2) {
-                        q.reader_waiting = false;
-                        q.reader_wake.notify_one();
-                    }
-                    if q.messages.is_empty() {
-                        state.ready.clear();
-                        if q.detached {
-                            state.queues.remove(&peer);
-                        } else {
-                            release_if_small(&mut q.messages);
-                        }
-                    }
+                    Self::after_run(state, peer);
                     continue;
                 }
             }
@@ -228,6 +217,57 @@ impl Inbox {
             kept += usize::from(accept(received));
         }
         kept
+    }
+
+    /// [`pop_many`](Self::pop_many) for a socket that takes every message as it was queued
+    /// (PULL, DEALER, PAIR, …): up to `max` messages appended to `out`. A run from the one ready
+    /// peer is moved into `out` as a block, not message by message through a [`Received`] (a
+    /// tenth of a 64-byte message's receive, and every message copied twice more on the way).
+    pub fn pop_many_into(&self, out: &mut Vec<Message>, max: usize) -> usize {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let mut taken = 0;
+        while taken < max {
+            if state.ready.len() == 1 && state.filter.is_none() {
+                let peer = state.ready[0];
+                if let Some(q) = state.queues.get_mut(&peer) {
+                    let run = (max - taken).min(q.messages.len());
+                    let drained = q.messages.drain(..run);
+                    match &q.meta {
+                        None => out.extend(drained),
+                        Some(meta) => out.extend(drained.map(|mut message| {
+                            message.set_meta(meta.clone());
+                            message
+                        })),
+                    }
+                    taken += run;
+                    Self::after_run(state, peer);
+                    continue;
+                }
+            }
+            let Some(received) = Self::pop_locked(state, false) else { break };
+            out.push(received.message);
+            taken += 1;
+        }
+        taken
+    }
+
+    /// After a run was taken from `peer`, the one ready peer: wakes its reader if it waits for
+    /// room, and retires the queue if it is empty.
+    fn after_run(state: &mut State, peer: PeerId) {
+        let Some(q) = state.queues.get_mut(&peer) else { return };
+        if q.reader_waiting && (q.hwm == 0 || q.messages.len() <= q.hwm / 2) {
+            q.reader_waiting = false;
+            q.reader_wake.notify_one();
+        }
+        if q.messages.is_empty() {
+            state.ready.clear();
+            if q.detached {
+                state.queues.remove(&peer);
+            } else {
+                release_if_small(&mut q.messages);
+            }
+        }
     }
 
     fn pop_locked(state: &mut State, with_routing_id: bool) -> Option<Received> {
