@@ -139,6 +139,28 @@ async fn recv_many_takes_what_is_queued_up_to_max() {
     assert!(matches!(push.recv_many(&mut last, 4).await, Err(Error::NotSupported(_))));
 }
 
+/// A PULL's `recv` takes a few messages ahead of the application: `recv` and `recv_many` in
+/// turns still see every message once, in order, and a socket closed with messages taken ahead
+/// drops them with it.
+#[tokio::test(flavor = "current_thread")]
+async fn recv_and_recv_many_in_turns_keep_the_order() {
+    let (push, pull) = pair(1000, 1000).await;
+    let mut batch = numbered(0..100);
+    push.send_many(&mut batch).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 100 {
+        got.push(timeout(STEP, pull.recv()).await.unwrap().unwrap());
+        if got.len() < 100 {
+            timeout(STEP, pull.recv_many(&mut got, 3)).await.unwrap().unwrap();
+        }
+    }
+    assert!(got.iter().map(number).eq(0..100));
+    push.send_many(&mut numbered(0..5)).await.unwrap();
+    assert_eq!(number(&timeout(STEP, pull.recv()).await.unwrap().unwrap()), 0);
+    pull.clone().close().await;
+    assert!(matches!(pull.recv().await, Err(Error::Closed)), "what was taken ahead went with the socket");
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn req_and_rep_take_one_message_per_recv_many() {
     let rep = Socket::new(SocketType::Rep);

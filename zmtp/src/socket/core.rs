@@ -81,6 +81,9 @@ pub(crate) struct Core {
     pub disconnected: std::sync::atomic::AtomicBool,
     /// How long a receive spins before it parks, in microseconds (0: it parks at once).
     pub busy_poll_us: std::sync::atomic::AtomicU32,
+    /// PULL: messages taken from the inbox ahead of the application's receives, in order (see
+    /// [`Core::try_recv`]).
+    ahead: Mutex<std::collections::VecDeque<Message>>,
 }
 
 impl Core {
@@ -103,6 +106,7 @@ impl Core {
             hot: HotOptions::default(),
             disconnected: Default::default(),
             busy_poll_us: Default::default(),
+            ahead: Default::default(),
         })
     }
 
@@ -496,10 +500,29 @@ impl Core {
         if self.closed.load(Ordering::Relaxed) { Err(Error::Closed) } else { Ok(()) }
     }
 
+    fn lock_ahead(&self) -> MutexGuard<'_, std::collections::VecDeque<Message>> {
+        self.ahead.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// One non-blocking receive with the pattern's receive rule; messages the pattern skips
     /// (a stale reply, a request without a delimiter) are dropped.
     pub fn try_recv(&self) -> Result<Option<Message>> {
         self.check_recv()?;
+        if self.socket_type == SocketType::Pull {
+            // A PULL takes every message as queued and has nothing to do per message, so a
+            // receive takes a few ahead under one lock of the inbox and the next receives find
+            // them here, under a lock only receivers take: the inbox's lock, its round-robin
+            // bookkeeping and a message's moves through a `Received` were a third of a 64-byte
+            // message's receive. They count against RCVHWM no more: the socket holds up to
+            // [`ahead_for`] more than the HWM (libzmq's pipes let a batch past their HWM too).
+            let mut ahead = self.lock_ahead();
+            if let Some(msg) = ahead.pop_front() {
+                return Ok(Some(msg));
+            }
+            let max = ahead_for(self.options().rcvhwm);
+            self.inbox.pop_many_into(&mut *ahead, max);
+            return Ok(ahead.pop_front());
+        }
         while let Some(received) = self.inbox.pop(self.recv_rule == RecvRule::RoutingIdFirst) {
             let taken = match self.recv_rule {
                 RecvRule::Stateful => {
@@ -543,7 +566,11 @@ impl Core {
         }
         self.check_recv()?;
         if self.recv_rule == RecvRule::AsQueued {
-            return Ok(self.inbox.pop_many_into(out, max));
+            // What a receive took ahead comes first.
+            let mut ahead = self.lock_ahead();
+            let early = ahead.len().min(max);
+            out.extend(ahead.drain(..early));
+            return Ok(early + self.inbox.pop_many_into(out, max - early));
         }
         let with_routing_id = self.recv_rule == RecvRule::RoutingIdFirst;
         Ok(self.inbox.pop_many(with_routing_id, max, |received| match self.stateless_take(received) {
@@ -695,3 +722,12 @@ mod tests {
         assert!(size <= 1_100, "a connection's state grew to {size} bytes");
     }
 }
+
+/// How many messages a PULL's receive takes from its inbox at once (see [`Core::try_recv`]): a
+/// thirty-second of RCVHWM, 1 to 32 (32 without a HWM), so a small HWM stays a tight bound.
+fn ahead_for(rcvhwm: usize) -> usize {
+    if rcvhwm == 0 { AHEAD_MAX } else { (rcvhwm / AHEAD_MAX).clamp(1, AHEAD_MAX) }
+}
+
+/// The most messages a PULL's receive takes ahead.
+const AHEAD_MAX: usize = 32;

@@ -223,7 +223,7 @@ impl Inbox {
     /// (PULL, DEALER, PAIR, …): up to `max` messages appended to `out`. A run from the one ready
     /// peer is moved into `out` as a block, not message by message through a [`Received`] (a
     /// tenth of a 64-byte message's receive, and every message copied twice more on the way).
-    pub fn pop_many_into(&self, out: &mut Vec<Message>, max: usize) -> usize {
+    pub fn pop_many_into(&self, out: &mut impl Extend<Message>, max: usize) -> usize {
         let mut guard = self.lock();
         let state = &mut *guard;
         let mut taken = 0;
@@ -246,7 +246,7 @@ impl Inbox {
                 }
             }
             let Some(received) = Self::pop_locked(state, false) else { break };
-            out.push(received.message);
+            out.extend(std::iter::once(received.message));
             taken += 1;
         }
         taken
