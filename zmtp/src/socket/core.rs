@@ -699,6 +699,15 @@ impl Host for Core {
     }
 }
 
+/// How many messages a PULL's receive takes from its inbox at once (see [`Core::try_recv`]): a
+/// thirty-second of RCVHWM, 1 to 32 (32 without a HWM), so a small HWM stays a tight bound.
+fn ahead_for(rcvhwm: usize) -> usize {
+    if rcvhwm == 0 { AHEAD_MAX } else { (rcvhwm / AHEAD_MAX).clamp(1, AHEAD_MAX) }
+}
+
+/// The most messages a PULL's receive takes ahead.
+const AHEAD_MAX: usize = 32;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,12 +731,3 @@ mod tests {
         assert!(size <= 1_100, "a connection's state grew to {size} bytes");
     }
 }
-
-/// How many messages a PULL's receive takes from its inbox at once (see [`Core::try_recv`]): a
-/// thirty-second of RCVHWM, 1 to 32 (32 without a HWM), so a small HWM stays a tight bound.
-fn ahead_for(rcvhwm: usize) -> usize {
-    if rcvhwm == 0 { AHEAD_MAX } else { (rcvhwm / AHEAD_MAX).clamp(1, AHEAD_MAX) }
-}
-
-/// The most messages a PULL's receive takes ahead.
-const AHEAD_MAX: usize = 32;
