@@ -563,7 +563,9 @@ impl Socket {
         /// afterwards.
         sndhwm_bytes, set_sndhwm_bytes, sndhwm_bytes: usize);
     option!(
-        /// ZMQ_RCVHWM: inbound queue limit per peer, in messages (0 = none). Default 1000.
+        /// ZMQ_RCVHWM: inbound queue limit per peer, in messages (0 = none). Default 1000. A PULL's
+        /// receive takes up to a thirty-second of it (at most 32 messages) off the queues at once
+        /// and serves the next receives from them, so a PULL may hold that many more.
         rcvhwm, set_rcvhwm, rcvhwm: usize);
     option!(
         /// ZMQ_LINGER: how long closing waits for queued messages (`None` = forever). Default forever.
