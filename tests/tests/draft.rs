@@ -12,7 +12,7 @@
 mod executor;
 
 use executor::{Libzmq, Zmtp};
-use zmtp_testkit::{bounded, free_port, ipc_endpoint};
+use zmtp_testkit::{bounded, free_port, free_udp_port, ipc_endpoint};
 
 /// How a run places the sockets of a scenario, in the order they are created.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -102,7 +102,7 @@ impl Run<'_> {
                 Some("ok".into())
             }
             "bindudp" => {
-                let port = free_port();
+                let port = free_udp_port();
                 let endpoint = match w[2] {
                     "unicast" => format!("udp://127.0.0.1:{port}"),
                     // The loopback interface by its address: by its name (getifaddrs) the zmtp

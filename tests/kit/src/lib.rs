@@ -55,6 +55,13 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("its address").port()
 }
 
+/// A UDP port nothing holds at the moment (from a throwaway UDP socket: a free TCP port may be a
+/// UDP socket's, and a udp:// bind on it fails with EADDRINUSE).
+pub fn free_udp_port() -> u16 {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("a throwaway udp socket");
+    socket.local_addr().expect("its address").port()
+}
+
 /// `python3`, after checking that it can import pyzmq (libzmq 4.3.5, the outside witness of the
 /// interop suites); panics with what to install otherwise.
 pub fn python_with_pyzmq() -> Command {
