@@ -566,10 +566,13 @@ impl Core {
         }
         self.check_recv()?;
         if self.recv_rule == RecvRule::AsQueued {
-            // What a receive took ahead comes first.
-            let mut ahead = self.lock_ahead();
-            let early = ahead.len().min(max);
-            out.extend(ahead.drain(..early));
+            // What a PULL's receive took ahead comes first.
+            let mut early = 0;
+            if self.socket_type == SocketType::Pull {
+                let mut ahead = self.lock_ahead();
+                early = ahead.len().min(max);
+                out.extend(ahead.drain(..early));
+            }
             return Ok(early + self.inbox.pop_many_into(out, max - early));
         }
         let with_routing_id = self.recv_rule == RecvRule::RoutingIdFirst;
