@@ -434,7 +434,7 @@ pub fn markdown(
     );
     let _ = writeln!(
         s,
-        "- **Runtimes**: zmtp on a tokio current-thread runtime (as its perf tools); omq on its own `Context` (one I/O thread, the body run on it via `block_on`, as its benches); rzmq and zeromq on a 2-worker multi-thread runtime (as their examples); monocoque on its tokio backend (current-thread + LocalSet, its sockets are !Send); libzmq with its default one I/O thread per context and blocking calls on the application thread, as libzmq's perf tools. Inproc with tokio stacks: two threads, each with its own runtime (rzmq: the multi-thread runtime)."
+        "- **Runtimes**: zmtp on a tokio current-thread runtime (as its perf tools), its send and receive loops in spawned tasks (as a tokio application's work runs; from the `block_on` future each wake costs a zero-timeout `epoll_wait` first); omq on its own `Context` (one I/O thread, the body run on it via `block_on`, as its benches); rzmq and zeromq on a 2-worker multi-thread runtime (as their examples); monocoque on its tokio backend (current-thread + LocalSet, its sockets are !Send); libzmq with its default one I/O thread per context and blocking calls on the application thread, as libzmq's perf tools. Inproc with tokio stacks: two threads, each with its own runtime (rzmq: the multi-thread runtime)."
     );
     let _ = writeln!(
         s,
