@@ -648,6 +648,27 @@ async fn sub_unsubscribe_filters_queued(t: &'static str) {
     assert_eq!(collect_until(&sub, "!end").await, Vec::<String>::new());
 }
 
+/// The same once a receive has taken the later messages off the queue ahead of the application
+/// (a SUB's receive takes up to 32 at once): the unsubscribe drops them there too.
+async fn sub_unsubscribe_filters_what_was_taken_ahead(t: &'static str) {
+    let publisher = sock(SocketType::Pub);
+    let ep = bind(&publisher, t, "sub-unsub-ahead").await;
+    let sub = sock(SocketType::Sub);
+    let mut mon = sub.monitor();
+    sub.subscribe("x").unwrap();
+    sub.subscribe("!").unwrap();
+    connect(&sub, &ep).await;
+    sync_sub(&publisher, &sub, "!sync").await;
+    for topic in ["!first", "x-1", "!between", "x-2", "!end"] {
+        send(&publisher, topic).await;
+    }
+    publisher.close().await;
+    disconnects(&mut mon, 1).await;
+    assert_eq!(collect_until(&sub, "!first").await, Vec::<String>::new());
+    sub.unsubscribe("x").unwrap();
+    assert_eq!(collect_until(&sub, "!end").await, ["!between"]);
+}
+
 async fn sub_multiple_filters(t: &'static str) {
     let publisher = sock(SocketType::Pub);
     let ep = bind(&publisher, t, "sub-multi").await;
@@ -1241,6 +1262,7 @@ over_transports!(
     sub_everything,
     sub_unsubscribe,
     sub_unsubscribe_filters_queued,
+    sub_unsubscribe_filters_what_was_taken_ahead,
     sub_multiple_filters,
     req_rep_round_trip,
     req_rep_alternation,

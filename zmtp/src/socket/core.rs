@@ -81,7 +81,7 @@ pub(crate) struct Core {
     pub disconnected: std::sync::atomic::AtomicBool,
     /// How long a receive spins before it parks, in microseconds (0: it parks at once).
     pub busy_poll_us: std::sync::atomic::AtomicU32,
-    /// PULL: messages taken from the inbox ahead of the application's receives, in order (see
+    /// PULL, SUB: messages taken from the inbox ahead of the application's receives, in order (see
     /// [`Core::try_recv`]).
     ahead: Mutex<std::collections::VecDeque<Message>>,
 }
@@ -375,6 +375,7 @@ impl Core {
         let options = self.options_snapshot();
         pattern.local_subscription(peers, topic, subscribe, &options)?;
         self.inbox.filter_update(topic, subscribe);
+        self.refilter_taken_ahead();
         Ok(())
     }
 
@@ -500,6 +501,17 @@ impl Core {
         if self.closed.load(Ordering::Relaxed) { Err(Error::Closed) } else { Ok(()) }
     }
 
+    /// Whether a receive takes messages ahead of the application (see [`Core::try_recv`]).
+    fn takes_ahead(&self) -> bool {
+        matches!(self.socket_type, SocketType::Pull | SocketType::Sub)
+    }
+
+    /// Applies SUB's filter, after a change, to what its receives took ahead too: an unsubscribe
+    /// drops what is already queued, as in libzmq.
+    pub fn refilter_taken_ahead(&self) {
+        self.inbox.refilter(&mut self.lock_ahead());
+    }
+
     fn lock_ahead(&self) -> MutexGuard<'_, std::collections::VecDeque<Message>> {
         self.ahead.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -508,13 +520,16 @@ impl Core {
     /// (a stale reply, a request without a delimiter) are dropped.
     pub fn try_recv(&self) -> Result<Option<Message>> {
         self.check_recv()?;
-        if self.socket_type == SocketType::Pull {
-            // A PULL takes every message as queued and has nothing to do per message, so a
-            // receive takes a few ahead under one lock of the inbox and the next receives find
-            // them here, under a lock only receivers take: the inbox's lock, its round-robin
-            // bookkeeping and a message's moves through a `Received` were a third of a 64-byte
-            // message's receive. They count against RCVHWM no more: the socket holds up to
-            // [`ahead_for`] more than the HWM (libzmq's pipes let a batch past their HWM too).
+        if self.takes_ahead() {
+            // A PULL or a SUB takes every message as queued (a SUB's filter aside) and has nothing
+            // to do per message, so a receive takes a few ahead under one lock of the inbox and the
+            // next receives find them here, under a lock only receivers take: the inbox's lock, its
+            // round-robin bookkeeping and a message's moves through a `Received` were a third of a
+            // 64-byte message's receive (a quarter of a fan-out subscriber's CPU, where the
+            // connection's reader on another thread shares that lock). They count against RCVHWM
+            // no more: the socket holds up to [`ahead_for`] more than the HWM (libzmq's pipes let
+            // a batch past their HWM too). A SUB's filter is applied again to them when it
+            // changes (see [`Core::local_subscription`]).
             let mut ahead = self.lock_ahead();
             if let Some(msg) = ahead.pop_front() {
                 return Ok(Some(msg));
@@ -566,9 +581,9 @@ impl Core {
         }
         self.check_recv()?;
         if self.recv_rule == RecvRule::AsQueued {
-            // What a PULL's receive took ahead comes first.
+            // What a receive took ahead comes first.
             let mut early = 0;
-            if self.socket_type == SocketType::Pull {
+            if self.takes_ahead() {
                 let mut ahead = self.lock_ahead();
                 early = ahead.len().min(max);
                 out.extend(ahead.drain(..early));
@@ -702,13 +717,13 @@ impl Host for Core {
     }
 }
 
-/// How many messages a PULL's receive takes from its inbox at once (see [`Core::try_recv`]): a
+/// How many messages a PULL's or a SUB's receive takes from its inbox at once (see [`Core::try_recv`]): a
 /// thirty-second of RCVHWM, 1 to 32 (32 without a HWM), so a small HWM stays a tight bound.
 fn ahead_for(rcvhwm: usize) -> usize {
     if rcvhwm == 0 { AHEAD_MAX } else { (rcvhwm / AHEAD_MAX).clamp(1, AHEAD_MAX) }
 }
 
-/// The most messages a PULL's receive takes ahead.
+/// The most messages a PULL's or a SUB's receive takes ahead.
 const AHEAD_MAX: usize = 32;
 
 #[cfg(test)]

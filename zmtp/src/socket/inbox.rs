@@ -228,19 +228,27 @@ impl Inbox {
         let state = &mut *guard;
         let mut taken = 0;
         while taken < max {
-            if state.ready.len() == 1 && state.filter.is_none() {
+            if state.ready.len() == 1 {
                 let peer = state.ready[0];
-                if let Some(q) = state.queues.get_mut(&peer) {
+                let State { queues, filter, invert, .. } = &mut *state;
+                if let Some(q) = queues.get_mut(&peer) {
                     let run = (max - taken).min(q.messages.len());
                     let drained = q.messages.drain(..run);
-                    match &q.meta {
-                        None => out.extend(drained),
-                        Some(meta) => out.extend(drained.map(|mut message| {
-                            message.set_meta(meta.clone());
-                            message
-                        })),
+                    match (&q.meta, filter.as_deref()) {
+                        (None, None) => {
+                            out.extend(drained);
+                            taken += run;
+                        }
+                        (meta, filter) => {
+                            out.extend(drained.filter(|m| wanted(filter, *invert, m)).map(|mut message| {
+                                taken += 1;
+                                if let Some(meta) = meta {
+                                    message.set_meta(meta.clone());
+                                }
+                                message
+                            }))
+                        }
                     }
-                    taken += run;
                     Self::after_run(state, peer);
                     continue;
                 }
@@ -295,11 +303,7 @@ impl Inbox {
             } else {
                 release_if_small(&mut q.messages);
             }
-            // SUB filters on receipt, as libzmq does: an unsubscribe also drops what is already queued.
-            let wanted = filter
-                .as_ref()
-                .is_none_or(|f| f.matches(message.first().map(|f| &f[..]).unwrap_or_default()) != *invert);
-            if wanted {
+            if wanted(filter.as_deref(), *invert, &message) {
                 return Some(Received { peer, routing_id, message });
             }
         }
@@ -357,6 +361,22 @@ impl Inbox {
             }
         }
     }
+
+    /// Drops from `taken` (messages taken from here ahead of the application) what SUB's filter no
+    /// longer wants, as if they were still queued here.
+    pub fn refilter(&self, taken: &mut VecDeque<Message>) {
+        let state = self.lock();
+        if let Some(filter) = state.filter.as_deref() {
+            taken.retain(|m| wanted(Some(filter), state.invert, m));
+        }
+    }
+}
+
+/// Whether SUB's filter (none: every socket type else) lets `message` through. SUB filters on
+/// receipt, as libzmq does: an unsubscribe also drops what is already queued.
+#[inline]
+fn wanted(filter: Option<&Subscriptions>, invert: bool, message: &Message) -> bool {
+    filter.is_none_or(|f| f.matches(message.first().map(|f| &f[..]).unwrap_or_default()) != invert)
 }
 
 /// An emptied queue that only ever held a few messages gives its buffer back, so that an idle

@@ -564,8 +564,8 @@ impl Socket {
         sndhwm_bytes, set_sndhwm_bytes, sndhwm_bytes: usize);
     option!(
         /// ZMQ_RCVHWM: inbound queue limit per peer, in messages (0 = none). Default 1000. A PULL's
-        /// receive takes up to a thirty-second of it (at most 32 messages) off the queues at once
-        /// and serves the next receives from them, so a PULL may hold that many more.
+        /// or a SUB's receive takes up to a thirty-second of it (at most 32 messages) off the
+        /// queues at once and serves the next receives from them, so it may hold that many more.
         rcvhwm, set_rcvhwm, rcvhwm: usize);
     option!(
         /// ZMQ_LINGER: how long closing waits for queued messages (`None` = forever). Default forever.
@@ -751,6 +751,7 @@ impl Socket {
     pub fn set_invert_matching(&self, invert: bool) {
         self.inner.core.hot.invert_matching.store(invert, std::sync::atomic::Ordering::Relaxed);
         self.inner.core.inbox.set_invert(invert);
+        self.inner.core.refilter_taken_ahead();
     }
 
     /// Current value of the option set by [`Socket::set_invert_matching`].
