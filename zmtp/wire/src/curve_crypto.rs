@@ -12,7 +12,7 @@ use crypto_box::aead::generic_array::GenericArray;
 use crypto_box::{PublicKey, SalsaBox, SecretKey};
 use rand_core::CryptoRngCore;
 
-use super::curve_message::MessageKey;
+use super::curve_message::{DirectedKey, MessageKey};
 use super::frame::{FLAG_COMMAND, FLAG_MORE, Frame, encode_header};
 
 /// Length of a CURVE key.
@@ -69,14 +69,6 @@ pub(super) fn nonce(prefix: &[u8], tail: &[u8]) -> GenericArray<u8, crypto_box::
     n[..prefix.len()].copy_from_slice(prefix);
     n[prefix.len()..].copy_from_slice(tail);
     n.into()
-}
-
-/// A MESSAGE's nonce: the direction's 16-byte prefix and the 8-byte counter.
-fn message_nonce(prefix: &[u8; 16], counter: u64) -> [u8; 24] {
-    let mut nonce = [0u8; 24];
-    nonce[..16].copy_from_slice(prefix);
-    nonce[16..].copy_from_slice(&counter.to_be_bytes());
-    nonce
 }
 
 pub(super) fn seal(key: &SalsaBox, prefix: &[u8], tail: &[u8], plain: &[u8]) -> Vec<u8> {
@@ -221,9 +213,10 @@ impl CurveCipher {
         } else {
             (b"CurveZMQMESSAGES", b"CurveZMQMESSAGEC")
         };
+        let session = MessageKey::new(peer, ours);
         CurveCipher {
-            encoder: CurveEncoder { session: MessageKey::new(peer, ours), prefix: send, next: send_nonce },
-            decoder: CurveDecoder { session: MessageKey::new(peer, ours), prefix: recv, last: last_recv },
+            encoder: CurveEncoder { session: session.directed(send), next: send_nonce },
+            decoder: CurveDecoder { session: session.directed(recv), last: last_recv },
         }
     }
 
@@ -235,8 +228,8 @@ impl CurveCipher {
 
 /// The sending half of a CURVE session.
 pub struct CurveEncoder {
-    session: MessageKey,
-    prefix: &'static [u8; 16],
+    /// The session key for this direction's nonce prefix.
+    session: DirectedKey,
     next: u64,
 }
 
@@ -260,7 +253,7 @@ impl CurveEncoder {
         out.put_bytes(0, TAG);
         out.put_u8((more as u8) | ((command as u8) << 1));
         out.put_slice(payload);
-        let tag = self.session.seal(&message_nonce(self.prefix, nonce_value), &mut out[tag_at + TAG..]);
+        let tag = self.session.seal(&nonce_value.to_be_bytes(), &mut out[tag_at + TAG..]);
         out[tag_at..tag_at + TAG].copy_from_slice(&tag);
         Ok(())
     }
@@ -268,8 +261,8 @@ impl CurveEncoder {
 
 /// The receiving half of a CURVE session.
 pub struct CurveDecoder {
-    session: MessageKey,
-    prefix: &'static [u8; 16],
+    /// The session key for this direction's nonce prefix.
+    session: DirectedKey,
     last: u64,
 }
 
@@ -288,9 +281,7 @@ impl CurveDecoder {
         }
         let tag: [u8; TAG] = body[16..16 + TAG].try_into().expect("a 16-byte tag");
         let mut plain = BytesMut::from(&body[16 + TAG..]);
-        self.session
-            .open(&message_nonce(self.prefix, got), &mut plain, &tag)
-            .map_err(|_| CurveError::Decrypt("MESSAGE"))?;
+        self.session.open(&got.to_be_bytes(), &mut plain, &tag).map_err(|_| CurveError::Decrypt("MESSAGE"))?;
         self.last = got;
         let inner = plain[0];
         let payload = plain.split_off(1).freeze();

@@ -43,22 +43,58 @@ impl MessageKey {
         MessageKey(Zeroizing::new(key.into()))
     }
 
-    /// The stream for one nonce, and the one-time MAC key its first 32 bytes make.
-    fn stream(&self, nonce: &[u8; 24], len: usize) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
-        XSalsaBox::new(&self.0, nonce, len)
+    /// The key for the boxes whose nonces start with `prefix`: one direction of a session
+    /// ("CurveZMQMESSAGEC" from the client, "CurveZMQMESSAGES" from the server).
+    pub(crate) fn directed(&self, prefix: &[u8; 16]) -> DirectedKey {
+        DirectedKey(crate::salsa_lanes::subkey(&self.0, prefix))
     }
 
     /// Encrypts `buf` in place and returns its tag.
-    pub(crate) fn seal(&self, nonce: &[u8; 24], buf: &mut [u8]) -> Tag {
-        let (mut stream, mac_key) = self.stream(nonce, buf.len());
+    #[cfg(test)]
+    fn seal(&self, nonce: &[u8; 24], buf: &mut [u8]) -> Tag {
+        let (prefix, counter) = nonce.split_at(16);
+        self.directed(prefix.try_into().unwrap()).seal(counter.try_into().unwrap(), buf)
+    }
+
+    /// Checks `tag` over `buf` (in constant time) and decrypts `buf` in place; `Err` leaves it as
+    /// it was.
+    #[cfg(test)]
+    fn open(&self, nonce: &[u8; 24], buf: &mut [u8], expected: &Tag) -> Result<(), ()> {
+        let (prefix, counter) = nonce.split_at(16);
+        self.directed(prefix.try_into().unwrap()).open(counter.try_into().unwrap(), buf, expected)
+    }
+
+    /// The stream for one nonce, and the one-time MAC key its first 32 bytes make.
+    #[cfg(test)]
+    fn stream(&self, nonce: &[u8; 24], len: usize) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
+        XSalsaBox::new(&self.0, nonce, len)
+    }
+}
+
+/// A session key for one direction's boxes. XSalsa20 first derives a key from the session key and
+/// the nonce's first 16 bytes (HSalsa20), which in a CURVE MESSAGE are the same for every message
+/// one way: that step is taken once here instead of once per message (it was 13% of a 64-byte
+/// message's CPU on each side). Only the last 8 bytes, the message's counter, vary.
+pub(crate) struct DirectedKey(Zeroizing<[u8; 32]>);
+
+impl DirectedKey {
+    /// The stream for the nonce that ends in `counter`, and the one-time MAC key its first 32
+    /// bytes make.
+    fn stream(&self, counter: &[u8; 8], len: usize) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
+        XSalsaBox::from_subkey(&self.0, counter, len)
+    }
+
+    /// Encrypts `buf` in place and returns its tag.
+    pub(crate) fn seal(&self, counter: &[u8; 8], buf: &mut [u8]) -> Tag {
+        let (mut stream, mac_key) = self.stream(counter, buf.len());
         stream.apply(buf);
         tag(&mac_key, buf)
     }
 
     /// Checks `tag` over `buf` (in constant time) and decrypts `buf` in place; `Err` leaves it as
     /// it was.
-    pub(crate) fn open(&self, nonce: &[u8; 24], buf: &mut [u8], expected: &Tag) -> Result<(), ()> {
-        let (mut stream, mac_key) = self.stream(nonce, buf.len());
+    pub(crate) fn open(&self, counter: &[u8; 8], buf: &mut [u8], expected: &Tag) -> Result<(), ()> {
+        let (mut stream, mac_key) = self.stream(counter, buf.len());
         if !bool::from(tag(&mac_key, buf).ct_eq(expected)) {
             return Err(());
         }

@@ -181,18 +181,31 @@ pub(crate) struct XSalsaBox {
 impl XSalsaBox {
     /// The stream for `nonce` under the session key `key`, and its MAC key; `len` is how many
     /// bytes the box will encrypt (a hint: `apply` takes any amount).
+    #[cfg(test)]
     pub(crate) fn new(key: &[u8; 32], nonce: &[u8; 24], len: usize) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
         Self::with_wide(key, nonce, len, Wide::detect())
     }
 
     /// [`new`](Self::new) with the widest pass chosen (the tests take each the CPU has).
+    #[cfg(test)]
     fn with_wide(key: &[u8; 32], nonce: &[u8; 24], len: usize, wide: Wide) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
-        use salsa20::cipher::consts::U10;
-        use salsa20::cipher::generic_array::GenericArray;
-        let subkey: Zeroizing<[u8; 32]> = Zeroizing::new(
-            salsa20::hsalsa::<U10>(GenericArray::from_slice(key), GenericArray::from_slice(&nonce[..16])).into(),
-        );
-        let mut lanes = SalsaLanes::new(&subkey, nonce[16..].try_into().expect("8 bytes"));
+        let subkey = subkey(key, nonce[..16].try_into().expect("16 bytes"));
+        Self::from_subkey_wide(&subkey, nonce[16..].try_into().expect("8 bytes"), len, wide)
+    }
+
+    /// The stream, and its MAC key, for the nonce whose first 16 bytes made `subkey` (see
+    /// [`subkey`]) and whose last 8 are `nonce`; `len` as for a whole nonce.
+    pub(crate) fn from_subkey(subkey: &[u8; 32], nonce: &[u8; 8], len: usize) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
+        Self::from_subkey_wide(subkey, nonce, len, Wide::detect())
+    }
+
+    fn from_subkey_wide(
+        subkey: &[u8; 32],
+        nonce: &[u8; 8],
+        len: usize,
+        wide: Wide,
+    ) -> (XSalsaBox, Zeroizing<[u8; 32]>) {
+        let mut lanes = SalsaLanes::new(subkey, nonce);
         // A box that one portable pass covers does not take a wider one: twice the keystream
         // for nothing (64 B CURVE messages went 35% slower).
         lanes.wide = if 32 + len <= PASS { Wide::Portable } else { wide };
@@ -227,6 +240,14 @@ impl XSalsaBox {
             buf = rest;
         }
     }
+}
+
+/// XSalsa20's first step: the Salsa20 key for every nonce that starts with `nonce_start` under `key`
+/// (HSalsa20).
+pub(crate) fn subkey(key: &[u8; 32], nonce_start: &[u8; 16]) -> Zeroizing<[u8; 32]> {
+    use salsa20::cipher::consts::U10;
+    use salsa20::cipher::generic_array::GenericArray;
+    Zeroizing::new(salsa20::hsalsa::<U10>(GenericArray::from_slice(key), GenericArray::from_slice(nonce_start)).into())
 }
 
 impl Drop for XSalsaBox {
