@@ -717,8 +717,9 @@ impl Host for Core {
     }
 }
 
-/// How many messages a PULL's or a SUB's receive takes from its inbox at once (see [`Core::try_recv`]): a
-/// thirty-second of RCVHWM, 1 to 32 (32 without a HWM), so a small HWM stays a tight bound.
+/// How many messages a PULL's or a SUB's receive takes from its inbox at once (see
+/// [`Core::try_recv`]): a thirty-second of RCVHWM, 1 to 32 (32 without a HWM), so a small HWM stays
+/// a tight bound.
 fn ahead_for(rcvhwm: usize) -> usize {
     if rcvhwm == 0 { AHEAD_MAX } else { (rcvhwm / AHEAD_MAX).clamp(1, AHEAD_MAX) }
 }

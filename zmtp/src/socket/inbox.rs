@@ -220,9 +220,10 @@ impl Inbox {
     }
 
     /// [`pop_many`](Self::pop_many) for a socket that takes every message as it was queued
-    /// (PULL, DEALER, PAIR, …): up to `max` messages appended to `out`. A run from the one ready
-    /// peer is moved into `out` as a block, not message by message through a [`Received`] (a
-    /// tenth of a 64-byte message's receive, and every message copied twice more on the way).
+    /// (PULL, DEALER, PAIR, SUB through its filter, …): up to `max` messages appended to `out`.
+    /// A run from the one ready peer is moved into `out` as a block, not message by message
+    /// through a [`Received`] (a tenth of a 64-byte message's receive, and every message copied
+    /// twice more on the way).
     pub fn pop_many_into(&self, out: &mut impl Extend<Message>, max: usize) -> usize {
         let mut guard = self.lock();
         let state = &mut *guard;
@@ -398,6 +399,29 @@ mod tests {
         let mut batch = VecDeque::from([Message::from("m")]);
         assert!(matches!(inbox.push(peer, &mut batch), Pushed::All));
         inbox.pop(false).expect("queued").message
+    }
+
+    #[test]
+    fn a_sub_takes_a_run_through_its_filter_and_refilters_what_it_took() {
+        let inbox = Inbox::new(true);
+        let peer: PeerId = 1;
+        inbox.add_peer(peer, 0, false, Bytes::new());
+        inbox.filter_update(b"a", true);
+        inbox.filter_update(b"b", true);
+        let firsts = |taken: &VecDeque<Message>| taken.iter().map(|m| m[0].clone()).collect::<Vec<_>>();
+        let mut batch = ["a1", "c1", "b1", "a2", "c2", "b2"].map(Message::from).into();
+        assert!(matches!(inbox.push(peer, &mut batch), Pushed::All));
+        let mut taken = VecDeque::new();
+        assert_eq!(inbox.pop_many_into(&mut taken, 3), 3, "three wanted, the unwanted skipped");
+        assert_eq!(firsts(&taken), ["a1", "b1", "a2"]);
+        inbox.filter_update(b"b", false);
+        inbox.refilter(&mut taken);
+        assert_eq!(firsts(&taken), ["a1", "a2"], "an unsubscribe reaches what was taken ahead");
+        inbox.set_invert(true);
+        inbox.refilter(&mut taken);
+        assert!(taken.is_empty(), "inverted, \"a\" matches nothing it wants");
+        assert_eq!(inbox.pop_many_into(&mut taken, 10), 2);
+        assert_eq!(firsts(&taken), ["c2", "b2"], "inverted, what \"a\" does not match");
     }
 
     #[test]
