@@ -161,6 +161,40 @@ async fn recv_and_recv_many_in_turns_keep_the_order() {
     assert!(matches!(pull.recv().await, Err(Error::Closed)), "what was taken ahead went with the socket");
 }
 
+/// A SUB's receive takes messages ahead as a PULL's does: `recv` and `recv_many` in turns still
+/// give them in order.
+#[tokio::test(flavor = "current_thread")]
+async fn a_sub_keeps_the_order_through_recv_and_recv_many_in_turns() {
+    let publisher = Socket::new(SocketType::Pub);
+    let endpoint = publisher.bind("tcp://127.0.0.1:*").await.unwrap();
+    let sub = Socket::new(SocketType::Sub);
+    sub.subscribe("").unwrap();
+    sub.connect(&endpoint).await.unwrap();
+    // Published until one arrives: the subscription has reached the publisher.
+    let synced = timeout(STEP, async {
+        loop {
+            publisher.send("sync").await.unwrap();
+            if timeout(Duration::from_millis(20), sub.recv()).await.is_ok() {
+                return;
+            }
+        }
+    });
+    synced.await.expect("the subscription reached the publisher");
+    publisher.send_many(&mut numbered(0..100)).await.unwrap();
+    let mut got = Vec::new();
+    // Syncs published before the first one arrived come first: dropped as they come.
+    let not_sync = |m: &Message| m[0] != "sync";
+    while got.len() < 100 {
+        got.push(timeout(STEP, sub.recv()).await.unwrap().unwrap());
+        got.retain(not_sync);
+        if got.len() < 100 {
+            timeout(STEP, sub.recv_many(&mut got, 3)).await.unwrap().unwrap();
+            got.retain(not_sync);
+        }
+    }
+    assert!(got.iter().map(number).eq(0..100));
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn req_and_rep_take_one_message_per_recv_many() {
     let rep = Socket::new(SocketType::Rep);
