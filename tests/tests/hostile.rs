@@ -794,7 +794,7 @@ async fn stalled_handshakes_time_out() {
         assert!(matches!(&*e, ConnectionError::HandshakeTimeout), "got {e:?}");
         assert!(!e.is_protocol());
         assert!(
-            took >= ivl - Duration::from_millis(20) && took < Duration::from_secs(3),
+            took >= ivl - Duration::from_millis(20) && took < STEP,
             "closed after {took:?} with HANDSHAKE_IVL {ivl:?}"
         );
 
@@ -808,7 +808,7 @@ async fn stalled_handshakes_time_out() {
         let e = handshake_failure(&mut v.monitor, &peer).await;
         assert!(matches!(&*e, ConnectionError::HandshakeTimeout), "got {e:?}");
         assert!(
-            took >= ivl - Duration::from_millis(20) && took < Duration::from_secs(3),
+            took >= ivl - Duration::from_millis(20) && took < STEP,
             "closed after {took:?} with HANDSHAKE_IVL {ivl:?}"
         );
 
@@ -829,7 +829,9 @@ async fn stalled_handshakes_time_out() {
 async fn many_stalled_connections_do_not_starve_a_good_peer() {
     bounded(async {
         const N: usize = 200;
-        let ivl = Duration::from_secs(3);
+        // Long enough that a machine under full load still serves the good peers before the
+        // stalls time out (the order is what this checks), short enough to wait for below.
+        let ivl = Duration::from_secs(10);
         let mut v = Victim::new(SocketType::Pull, |s| s.set_handshake_ivl(Some(ivl))).await;
 
         let attack_start = Instant::now();
@@ -856,8 +858,8 @@ async fn many_stalled_connections_do_not_starve_a_good_peer() {
         v.assert_good_peers_served().await;
         let served = served_start.elapsed();
         eprintln!("good peers served in {served:?} with {N} stalled connections pending");
-        // Order, not speed: the good peers were served while every stall was still pending (3 s of
-        // HANDSHAKE_IVL is the only slack this needs).
+        // Order, not speed: the good peers were served while every stall was still pending (10 s
+        // of HANDSHAKE_IVL is the only slack this needs).
         assert!(attack_start.elapsed() < ivl, "the check must run while the stalls are pending");
 
         // Then every stalled connection times out and is closed.
