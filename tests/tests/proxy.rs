@@ -317,6 +317,47 @@ async fn pause_and_resume(transport: &'static str) {
 
 over_transports!(pause_and_resume);
 
+/// A pause reaches a batch whose send waits for room: once `pause()` has returned, only what the
+/// backend had already taken arrives (its queues hold a few messages at these HWMs), then nothing
+/// until `resume()`, and then the rest of the batch, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_stops_a_batch_that_waits_for_room() {
+    bounded(async {
+        let (front, back) = (Socket::new(SocketType::Pull), Socket::new(SocketType::Push));
+        back.set_sndhwm(1);
+        let front_ep = bind(&front, "inproc", "pause-batch-front").await;
+        let back_ep = bind(&back, "inproc", "pause-batch-back").await;
+        let proxy = Proxy::new(front, back);
+        let control = proxy.control();
+        let running = tokio::spawn(proxy.run());
+        let (producer, consumer) = (Socket::new(SocketType::Push), Socket::new(SocketType::Pull));
+        consumer.set_rcvhwm(1);
+        connect_live(&producer, &front_ep).await;
+        connect_live(&consumer, &back_ep).await;
+        // One send of 50: they reach the proxy's frontend together, and it takes them as one batch.
+        let mut batch: Vec<Message> = (0..50).map(|i| Message::from(format!("{i}"))).collect();
+        producer.send_many(&mut batch).await.expect("queued");
+        let number = |frames: Vec<String>| frames[0].parse::<usize>().expect("a number");
+        let mut got = vec![number(recv_strs(&consumer).await)];
+        control.pause();
+        while let Some(m) = recv_within(&consumer, QUIET).await {
+            got.push(number(strs(&m)));
+        }
+        assert!(got.len() <= PAUSE_SLACK, "the batch went on crossing while paused: {got:?}");
+        control.resume();
+        while got.len() < 50 {
+            got.push(number(recv_strs(&consumer).await));
+        }
+        assert!(got.iter().copied().eq(0..50), "{got:?}");
+        terminate(&control, running).await;
+    })
+    .await
+}
+
+/// What may still arrive after a pause at SNDHWM 1 and RCVHWM 1 over inproc: the backend's
+/// queue, the consumer's, the one message its receive takes ahead, and the one in hand.
+const PAUSE_SLACK: usize = 8;
+
 /// A proxy stuck forwarding (the backend PUSH has no peer, so its send waits) still terminates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminate_while_a_forward_is_blocked() {

@@ -43,8 +43,9 @@ impl ProxyControl {
 
 /// A forwarding device between two compatible sockets (ROUTER↔DEALER, XSUB↔XPUB, PULL→PUSH, …).
 ///
-/// Every message received on one side is sent on the other; with a capture socket, a copy of each
-/// goes there first. Directions whose source cannot receive (PUSH, PUB) are simply not polled.
+/// Every message received on one side is sent on the other, in batches of what was queued; with a
+/// capture socket, a copy of each batch goes there first. Directions whose source cannot receive
+/// (PUSH, PUB) are simply not polled.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -99,49 +100,96 @@ impl Proxy {
     }
 
     /// Forwards until terminated (`Ok`) or a socket fails (`Err`, e.g. [`Error::Closed`](crate::Error::Closed)).
+    ///
+    /// Messages cross in batches: whatever a side has queued (up to 256 messages) is taken
+    /// with one [`recv_many`](Socket::recv_many) and passed on with one
+    /// [`send_many`](Socket::send_many), as libzmq's proxy forwards up to a burst per wake-up.
     pub async fn run(mut self) -> Result<()> {
         let (front_rx, back_rx) = (can_receive(&self.frontend), can_receive(&self.backend));
+        let (mut from_front, mut from_back) = (Vec::new(), Vec::new());
+        let mut copies = Vec::new();
         loop {
             let command = *self.rx.borrow_and_update();
             let running = command == Command::Run;
             if command == Command::Terminate {
                 return Ok(());
             }
-            let (msg, to) = tokio::select! {
-                r = self.frontend.recv(), if running && front_rx => (r?, self.backend.clone()),
-                r = self.backend.recv(), if running && back_rx => (r?, self.frontend.clone()),
+            // Both receives are cancel-safe: the one that loses the race has taken nothing.
+            let (batch, to) = tokio::select! {
+                r = self.frontend.recv_many(&mut from_front, BATCH), if running && front_rx => {
+                    r?;
+                    (&mut from_front, &self.backend)
+                }
+                r = self.backend.recv_many(&mut from_back, BATCH), if running && back_rx => {
+                    r?;
+                    (&mut from_back, &self.frontend)
+                }
                 _ = self.rx.changed() => continue,
             };
-            // A receive may complete in the same instant as a pause: once `pause()` has returned, no
-            // message crosses until `resume()` (the message waits here, unlost).
-            loop {
-                match *self.rx.borrow_and_update() {
-                    Command::Run => break,
-                    Command::Terminate => return Ok(()),
-                    Command::Pause => {}
-                }
-                if self.rx.changed().await.is_err() {
-                    break;
-                }
+            if self.capture.is_some() {
+                copies.extend(batch.iter().cloned());
             }
-            self.forward(msg, &to).await?;
+            if !forward(&mut self.rx, self.capture.as_ref(), &mut copies, batch, to).await? {
+                return Ok(());
+            }
         }
     }
+}
 
-    async fn forward(&self, msg: Message, to: &Socket) -> Result<()> {
-        // A blocked send (capture or destination) must not keep the proxy from hearing "terminate".
-        let mut rx = self.rx.clone();
-        let sends = async {
-            if let Some(capture) = &self.capture {
-                capture.send(msg.clone()).await?;
+/// Messages taken from one side at a time: a few hundred keep a proxy's batches cheap without
+/// holding a large share of either side's HWM.
+const BATCH: usize = 256;
+
+/// Sends `copies` to `capture` (when there is one) and then `batch` to `to`; `Ok(false)` when
+/// terminated. While paused nothing crosses: a receive may complete in the same instant as a
+/// pause, and a send may be waiting for room when it comes, so once `pause()` has returned, what
+/// is left of the batch waits here (unlost, in order) until `resume()`. A blocked send does not
+/// keep the proxy from hearing "terminate" either.
+async fn forward(
+    rx: &mut watch::Receiver<Command>,
+    capture: Option<&Socket>,
+    copies: &mut Vec<Message>,
+    batch: &mut Vec<Message>,
+    to: &Socket,
+) -> Result<bool> {
+    loop {
+        loop {
+            match *rx.borrow_and_update() {
+                Command::Run => break,
+                Command::Terminate => return Ok(false),
+                Command::Pause => {}
             }
-            to.send(msg).await
-        };
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
+        // `send_many` is cancel-safe: dropped when a command comes, it leaves exactly the
+        // unsent messages in its batch.
         tokio::select! {
-            r = sends => r,
-            _ = async { while rx.changed().await.is_ok() && *rx.borrow() != Command::Terminate {} } => Ok(()),
+            r = capture_then(capture, copies, batch, to) => return r.map(|()| true),
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    // Not while the proxy holds its own sender; were it gone, nothing could steer
+                    // the proxy any more: the batch goes on.
+                    capture_then(capture, copies, batch, to).await?;
+                    return Ok(true);
+                }
+            }
         }
     }
+}
+
+/// The sends of one batch: the copies to `capture` first, then the batch to `to`.
+async fn capture_then(
+    capture: Option<&Socket>,
+    copies: &mut Vec<Message>,
+    batch: &mut Vec<Message>,
+    to: &Socket,
+) -> Result<()> {
+    if let Some(capture) = capture {
+        capture.send_many(copies).await?;
+    }
+    to.send_many(batch).await
 }
 
 /// Runs a proxy until one of the sockets fails: libzmq's `zmq_proxy`.
