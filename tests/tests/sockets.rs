@@ -627,23 +627,29 @@ async fn sub_unsubscribe(t: &'static str) {
     assert!(got.iter().all(|m| m.starts_with("!mark")), "after unsubscribe: {got:?}");
 }
 
-/// libzmq filters on receipt: messages already queued for a topic are not delivered once it is
-/// unsubscribed (pyzmq/libzmq 4.3.5: PUB x1, x2, !end; SUB unsubscribes x; recv gives only !end).
-async fn sub_unsubscribe_filters_queued(t: &'static str) {
+/// A SUB subscribed to "x" and "!" that has every one of `topics` queued: published, then the
+/// publisher closed (closing flushes; the SUB seeing the connection end means all are queued).
+async fn sub_with_queued(t: &'static str, name: &str, topics: &[&str]) -> Socket {
     let publisher = sock(SocketType::Pub);
-    let ep = bind(&publisher, t, "sub-unsub-queued").await;
+    let ep = bind(&publisher, t, name).await;
     let sub = sock(SocketType::Sub);
     let mut mon = sub.monitor();
     sub.subscribe("x").unwrap();
     sub.subscribe("!").unwrap();
     connect(&sub, &ep).await;
     sync_sub(&publisher, &sub, "!sync").await;
-    for topic in ["x-1", "x-2", "!end"] {
-        send(&publisher, topic).await;
+    for topic in topics {
+        send(&publisher, *topic).await;
     }
-    // Closing the publisher flushes; the SUB seeing the connection end means all three are queued.
     publisher.close().await;
     disconnects(&mut mon, 1).await;
+    sub
+}
+
+/// libzmq filters on receipt: messages already queued for a topic are not delivered once it is
+/// unsubscribed (pyzmq/libzmq 4.3.5: PUB x1, x2, !end; SUB unsubscribes x; recv gives only !end).
+async fn sub_unsubscribe_filters_queued(t: &'static str) {
+    let sub = sub_with_queued(t, "sub-unsub-queued", &["x-1", "x-2", "!end"]).await;
     sub.unsubscribe("x").unwrap();
     assert_eq!(collect_until(&sub, "!end").await, Vec::<String>::new());
 }
@@ -651,19 +657,7 @@ async fn sub_unsubscribe_filters_queued(t: &'static str) {
 /// The same once a receive has taken the later messages off the queue ahead of the application
 /// (a SUB's receive takes up to 32 at once): the unsubscribe drops them there too.
 async fn sub_unsubscribe_filters_what_was_taken_ahead(t: &'static str) {
-    let publisher = sock(SocketType::Pub);
-    let ep = bind(&publisher, t, "sub-unsub-ahead").await;
-    let sub = sock(SocketType::Sub);
-    let mut mon = sub.monitor();
-    sub.subscribe("x").unwrap();
-    sub.subscribe("!").unwrap();
-    connect(&sub, &ep).await;
-    sync_sub(&publisher, &sub, "!sync").await;
-    for topic in ["!first", "x-1", "!between", "x-2", "!end"] {
-        send(&publisher, topic).await;
-    }
-    publisher.close().await;
-    disconnects(&mut mon, 1).await;
+    let sub = sub_with_queued(t, "sub-unsub-ahead", &["!first", "x-1", "!between", "x-2", "!end"]).await;
     assert_eq!(collect_until(&sub, "!first").await, Vec::<String>::new());
     sub.unsubscribe("x").unwrap();
     assert_eq!(collect_until(&sub, "!end").await, ["!between"]);
