@@ -240,6 +240,15 @@ impl Inbox {
                             out.extend(drained);
                             taken += run;
                         }
+                        // Without a filter the run stays a block of known length (PULL, whose
+                        // messages carry properties by default).
+                        (Some(meta), None) => {
+                            out.extend(drained.map(|mut message| {
+                                message.set_meta(meta.clone());
+                                message
+                            }));
+                            taken += run;
+                        }
                         (meta, filter) => {
                             out.extend(drained.filter(|m| wanted(filter, *invert, m)).map(|mut message| {
                                 taken += 1;
