@@ -1176,6 +1176,28 @@ async fn disconnect_stops_delivery(t: &'static str) {
     assert_silent(&pull_a, "the disconnected PULL").await;
 }
 
+/// `disconnect()` discards what was received from that connection and not yet read (libzmq's
+/// `zmq_disconnect`), including what a PULL's receive took ahead of the application (up to 32).
+/// pyzmq/libzmq 4.3.5, tcp and ipc: PUSH sends 10 and closes; PULL reads unread-0, disconnects,
+/// and reads nothing more (without the disconnect it reads unread-1).
+async fn disconnect_drops_what_was_received_but_not_read(t: &'static str) {
+    let push = sock(SocketType::Push);
+    let ep = bind(&push, t, "disconnect-unread").await;
+    let pull = sock(SocketType::Pull);
+    let mut mon = pull.monitor();
+    connect(&pull, &ep).await;
+    handshakes(&mut mon, 1).await;
+    for i in 0..10 {
+        send(&push, format!("unread-{i}")).await;
+    }
+    // Closing flushes: once the PULL sees the connection end, all ten are queued on its side.
+    push.close().await;
+    disconnects(&mut mon, 1).await;
+    assert_eq!(recv_strs(&pull).await, ["unread-0"]);
+    pull.disconnect(&ep).await.expect("disconnect");
+    assert_silent(&pull, "the PULL after disconnect").await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stream / Sink, shared sockets
 // ---------------------------------------------------------------------------------------------
@@ -1271,6 +1293,7 @@ over_transports!(
     send_cancel_safety,
     unbind_stops_delivery,
     disconnect_stops_delivery,
+    disconnect_drops_what_was_received_but_not_read,
     stream_and_sink,
     shared_socket_across_tasks,
 );

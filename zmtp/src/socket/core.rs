@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
+use super::ahead::TakenAhead;
 use super::inbox::{Inbox, Pushed};
 pub(crate) use super::pattern::TrySend;
 use super::pattern::{self, AnyPattern, HotOptions, RecvRule, SendFlags, router};
@@ -83,7 +84,7 @@ pub(crate) struct Core {
     pub busy_poll_us: std::sync::atomic::AtomicU32,
     /// PULL, SUB: messages taken from the inbox ahead of the application's receives, in order (see
     /// [`Core::try_recv`]).
-    ahead: Mutex<std::collections::VecDeque<Message>>,
+    ahead: Mutex<TakenAhead>,
 }
 
 impl Core {
@@ -292,6 +293,11 @@ impl Core {
         }
         self.remove_peer_locked(&mut state, id);
         self.inbox.remove_peer(id);
+        drop(state);
+        // After the inbox: nothing more of the peer's can be taken ahead.
+        if self.takes_ahead() {
+            self.lock_ahead().drop_peer(id);
+        }
     }
 
     /// Messages from a connection; parks while the peer's inbound queue is at RCVHWM.
@@ -509,10 +515,10 @@ impl Core {
     /// Applies SUB's filter, after a change, to what its receives took ahead too: an unsubscribe
     /// drops what is already queued, as in libzmq.
     pub fn refilter_taken_ahead(&self) {
-        self.inbox.refilter(&mut self.lock_ahead());
+        self.lock_ahead().refilter(&self.inbox);
     }
 
-    fn lock_ahead(&self) -> MutexGuard<'_, std::collections::VecDeque<Message>> {
+    fn lock_ahead(&self) -> MutexGuard<'_, TakenAhead> {
         self.ahead.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -535,7 +541,7 @@ impl Core {
                 return Ok(Some(msg));
             }
             let max = ahead_for(self.options().rcvhwm);
-            self.inbox.pop_many_into(&mut *ahead, max);
+            ahead.refill(&self.inbox, max);
             return Ok(ahead.pop_front());
         }
         while let Some(received) = self.inbox.pop(self.recv_rule == RecvRule::RoutingIdFirst) {
@@ -584,11 +590,9 @@ impl Core {
             // What a receive took ahead comes first.
             let mut early = 0;
             if self.takes_ahead() {
-                let mut ahead = self.lock_ahead();
-                early = ahead.len().min(max);
-                out.extend(ahead.drain(..early));
+                early = self.lock_ahead().drain_into(out, max);
             }
-            return Ok(early + self.inbox.pop_many_into(out, max - early));
+            return Ok(early + self.inbox.pop_many_into(out, max - early, |_, _| {}));
         }
         let with_routing_id = self.recv_rule == RecvRule::RoutingIdFirst;
         Ok(self.inbox.pop_many(with_routing_id, max, |received| match self.stateless_take(received) {

@@ -1,5 +1,6 @@
 //! The public socket: one type for every ZeroMQ pattern, chosen by [`SocketType`].
 
+mod ahead;
 mod batch;
 mod busy_poll;
 mod coop;
