@@ -398,7 +398,9 @@ pub fn markdown(
     s.push('\n');
 
     let _ = writeln!(s, "## Targets of issues 9, 17 and 20 (from the medians above)\n");
-    s.push_str(&targets(results, rows, present));
+    let verdicts = targets(results, rows, present);
+    s.push_str(&verdicts);
+    s.push_str(&shortfalls(&verdicts));
 
     let _ = writeln!(s, "\n## Method\n");
     let _ = writeln!(
@@ -758,6 +760,38 @@ fn targets(results: &Results, rows: &[Row], present: &[Variant]) -> String {
         failover.map(millis).unwrap_or("—".into()),
         verdict(failover.map(|v| v <= 250.0)),
     );
+    s
+}
+
+/// Why each target missed in this run is missed: the section of `bench/shortfalls.md` (written by
+/// hand, from profiles) whose heading begins the target's line, for every line of `verdicts` that
+/// says missed. A missed target without a section is named as such, so that none goes unexplained.
+fn shortfalls(verdicts: &str) -> String {
+    const NOTES: &str = include_str!("../../shortfalls.md");
+    let sections: Vec<(&str, &str)> = NOTES
+        .split("\n## ")
+        .skip(1)
+        .filter_map(|section| section.split_once('\n'))
+        .map(|(heading, body)| (heading.trim(), body.trim()))
+        .collect();
+    let missed: Vec<&str> = verdicts
+        .lines()
+        .filter(|line| line.contains("**missed**"))
+        .filter_map(|line| line.strip_prefix("| ")?.split(" | ").next())
+        .collect();
+    if missed.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\n## Why the missed targets are missed\n\n");
+    s.push_str("From profiles of this stack on this machine (`bench/shortfalls.md`, written by hand; the figures above are this run's).\n");
+    for target in missed {
+        let _ = write!(s, "\n### {target}\n\n");
+        match sections.iter().find(|(heading, _)| target.starts_with(heading)) {
+            Some((_, body)) => s.push_str(body),
+            None => s.push_str("No note yet: `bench/shortfalls.md` has no section for this target."),
+        }
+        s.push('\n');
+    }
     s
 }
 
