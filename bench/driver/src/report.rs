@@ -204,6 +204,17 @@ fn machine() -> String {
         if flags.contains("hypervisor") { "yes (hypervisor flag set)" } else { "no hypervisor flag" }
     );
     let _ = writeln!(s, "| open files limit | {fds} |");
+    // How an idle CPU waits sets the latency rows' floor: a virtual CPU that halts at once makes
+    // every wake-up of a blocked reader a trip through the host.
+    let sys = |path: &str| std::fs::read_to_string(path).ok().map(|v| v.trim().to_string());
+    if let Some(driver) = sys("/sys/devices/system/cpu/cpuidle/current_driver") {
+        let halt_poll = sys("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+            .map(|ns| {
+                format!(", guest_halt_poll_ns {ns}{}", if ns == "0" { " (an idle CPU halts at once)" } else { "" })
+            })
+            .unwrap_or_default();
+        let _ = writeln!(s, "| idle (cpuidle driver) | {driver}{halt_poll} |");
+    }
     s
 }
 
