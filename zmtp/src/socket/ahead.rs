@@ -47,7 +47,8 @@ impl TakenAhead {
         out.extend(self.messages.drain(..count));
         let mut left = count;
         while left > 0 {
-            let run = self.runs.front_mut().expect("the runs count every message");
+            // The runs count every message, so there is one while any is left.
+            let Some(run) = self.runs.front_mut() else { break };
             let from_run = run.1.min(left);
             run.1 -= from_run;
             left -= from_run;
