@@ -44,7 +44,7 @@ impl Libzmq {
         self.stdin.flush().await.expect("diff_peer.py alive");
         let answer = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
             .await
-            .expect("diff_peer.py answers within 30 s")
+            .unwrap_or_else(|_| panic!("diff_peer.py answers {line:?} within 30 s"))
             .expect("diff_peer.py output readable")
             .expect("diff_peer.py did not exit (is pyzmq installed? pip install pyzmq)");
         assert!(!answer.starts_with("fail"), "diff_peer.py could not run {line:?}: {answer}");
